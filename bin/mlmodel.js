@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// Launcher for the `mlmodel` CLI. The CLI is TypeScript run by Node 24's type stripping;
+// machines that ship an older Node get the Node 24 binary installed from the npm registry
+// (the `node` package) and are re-executed under it.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const compiled = join(root, "dist", "cli", "main.js");
+const source = join(root, "src", "cli", "main.ts");
+const entry = existsSync(source) ? source : compiled;
+const major = Number(process.versions.node.split(".")[0]);
+
+if (major >= 24 || entry === compiled) {
+  await import(entry);
+} else {
+  const node24 = join(root, "node_modules", "node", "bin", "node");
+  if (!existsSync(node24)) {
+    console.error(
+      `mlmodel needs Node.js 24 or newer (this is ${process.version}); run \`npm install\` in ${root}.`,
+    );
+    process.exit(1);
+  }
+  const result = spawnSync(node24, [entry, ...process.argv.slice(2)], { stdio: "inherit" });
+  process.exit(result.status ?? 1);
+}
