@@ -1,0 +1,475 @@
+/**
+ * KubeClient: the few REST verbs a controller needs, over undici's fetch.
+ *
+ * Auth and TLS come from client-node's KubeConfig (kubeconfig files, in-cluster service
+ * account, exec plugins, client certificates): we ask it for the https options once for the
+ * TLS material (CA, client cert and key go into an undici Agent) and for the headers before
+ * every request (tokens rotate: the in-cluster token file is re-read by client-node).
+ *
+ * Every request is counted by verb and HTTP code through `onRequest` listeners (metrics).
+ * There is no client-side rate limit: like controller-runtime since v0.21 we rely on the
+ * server's priority and fairness and honour 429 Retry-After where we retry (watcher, queue).
+ */
+import type { RequestOptions } from "node:https";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { Agent, type Dispatcher, fetch } from "undici";
+import { ApiError } from "./errors.ts";
+import { apiVersionOf, collectionPath, kindName, objectPath, type ResourceKind } from "./kinds.ts";
+import type { KubeObject, ObjectKey, Status, WatchEvent } from "./types.ts";
+
+export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "apply" | "delete";
+
+/** One finished request: `code` is 0 when no HTTP answer came (network error, abort). */
+export interface RequestRecord {
+  verb: Verb;
+  method: string;
+  code: number;
+}
+
+export interface ListOptions {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  limit?: number;
+  continue?: string;
+  resourceVersion?: string;
+  signal?: AbortSignal;
+}
+
+export interface ListResult<T> {
+  items: T[];
+  resourceVersion: string;
+  continue?: string;
+}
+
+export interface WatchOptions {
+  namespace?: string;
+  resourceVersion?: string;
+  allowWatchBookmarks?: boolean;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Asks the server to end the watch after this long (it picks a random default otherwise). */
+  timeoutSeconds?: number;
+  /**
+   * Ends the watch with a WatchInactivityError when no bytes arrive for this long. Not a
+   * whole-request timeout: a busy watch lives as long as the server keeps it. Bookmarks keep an
+   * idle but healthy watch alive; a half-open connection stops sending them.
+   */
+  inactivityTimeoutMs?: number;
+}
+
+export interface ApplyOptions {
+  fieldManager: string;
+  force?: boolean;
+  signal?: AbortSignal;
+}
+
+export type PatchType = "merge" | "json" | "strategic" | "apply";
+
+export interface DeleteOptions {
+  propagationPolicy?: "Foreground" | "Background" | "Orphan";
+  preconditions?: { uid?: string; resourceVersion?: string };
+  gracePeriodSeconds?: number;
+  signal?: AbortSignal;
+}
+
+/** Thrown by a watch that received nothing for `inactivityTimeoutMs`. */
+export class WatchInactivityError extends Error {
+  constructor(ms: number) {
+    super(`watch received nothing for ${ms} ms; treating the connection as dead`);
+    this.name = "WatchInactivityError";
+  }
+}
+
+const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
+  merge: "application/merge-patch+json",
+  json: "application/json-patch+json",
+  strategic: "application/strategic-merge-patch+json",
+  apply: "application/apply-patch+yaml",
+};
+
+/** What KubeClient needs from the connection: base URL, TLS dispatcher, fresh headers. */
+export interface Connection {
+  server: string;
+  dispatcher?: Dispatcher;
+  headers(): Promise<Record<string, string>>;
+}
+
+export interface KubeClientOptions {
+  userAgent?: string;
+}
+
+export class KubeClient {
+  readonly #conn: Connection;
+  readonly #userAgent: string;
+  readonly #listeners: ((r: RequestRecord) => void)[] = [];
+
+  constructor(conn: Connection, opts: KubeClientOptions = {}) {
+    if (!/^https?:\/\//.test(conn.server)) {
+      throw new TypeError(`KubeClient server "${conn.server}" must be an http(s):// URL`);
+    }
+    this.#conn = { ...conn, server: conn.server.replace(/\/+$/, "") };
+    this.#userAgent = opts.userAgent ?? "mlmodel-runtime";
+  }
+
+  /** Builds a client from a loaded KubeConfig (current context). */
+  static fromKubeConfig(kc: KubeConfig, opts: KubeClientOptions = {}): KubeClient {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) {
+      throw new TypeError(`kubeconfig has no current cluster (current-context "${kc.getCurrentContext()}")`);
+    }
+    let dispatcher: Dispatcher | undefined;
+    const headers = async (): Promise<Record<string, string>> => {
+      const https: RequestOptions = {};
+      await kc.applyToHTTPSOptions(https);
+      if (!dispatcher && cluster.server.startsWith("https:"))
+        dispatcher = tlsAgent(https, cluster.tlsServerName);
+      const out: Record<string, string> = {};
+      for (const [name, value] of Object.entries(https.headers ?? {})) {
+        if (value !== undefined) out[name] = String(value);
+      }
+      if (typeof https.auth === "string" && !out["Authorization"]) {
+        out["Authorization"] = `Basic ${Buffer.from(https.auth).toString("base64")}`;
+      }
+      return out;
+    };
+    const conn: Connection = {
+      server: cluster.server,
+      headers,
+      get dispatcher() {
+        return dispatcher;
+      },
+    };
+    return new KubeClient(conn, opts);
+  }
+
+  /** Calls `fn` after every request, with its verb and HTTP code (0: no answer). */
+  onRequest(fn: (r: RequestRecord) => void): void {
+    this.#listeners.push(fn);
+  }
+
+  async get<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    key: ObjectKey,
+    opts: { signal?: AbortSignal; subresource?: string } = {},
+  ): Promise<T | undefined> {
+    try {
+      return (await this.#json("get", "GET", objectPath(kind, key, opts.subresource), opts)) as T;
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async list<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    opts: ListOptions = {},
+  ): Promise<ListResult<T>> {
+    const query = new URLSearchParams();
+    setParam(query, "labelSelector", opts.labelSelector);
+    setParam(query, "fieldSelector", opts.fieldSelector);
+    setParam(query, "limit", opts.limit);
+    setParam(query, "continue", opts.continue);
+    setParam(query, "resourceVersion", opts.resourceVersion);
+    const body = (await this.#json("list", "GET", collectionPath(kind, opts.namespace), {
+      query,
+      ...opts,
+    })) as {
+      items?: T[];
+      metadata?: { resourceVersion?: string; continue?: string };
+    };
+    const items = body.items ?? [];
+    // Lists drop apiVersion/kind from items; put them back so items look like watched objects.
+    for (const item of items) {
+      item.apiVersion ??= apiVersionOf(kind);
+      item.kind ??= kind.kind;
+    }
+    const result: ListResult<T> = { items, resourceVersion: body.metadata?.resourceVersion ?? "" };
+    if (body.metadata?.continue) result.continue = body.metadata.continue;
+    return result;
+  }
+
+  async create<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    obj: T,
+    opts: { fieldManager?: string; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const query = new URLSearchParams();
+    setParam(query, "fieldManager", opts.fieldManager);
+    const ns = kind.namespaced ? requireNamespace(kind, obj) : undefined;
+    return (await this.#json("create", "POST", collectionPath(kind, ns), {
+      query,
+      body: JSON.stringify(withTypeMeta(kind, obj)),
+      ...opts,
+    })) as T;
+  }
+
+  /** PUT: replaces the object; fails with 409 when metadata.resourceVersion is stale. */
+  async replace<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    obj: T,
+    opts: { fieldManager?: string; subresource?: string; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const query = new URLSearchParams();
+    setParam(query, "fieldManager", opts.fieldManager);
+    return (await this.#json("update", "PUT", objectPath(kind, keyOf(kind, obj), opts.subresource), {
+      query,
+      body: JSON.stringify(withTypeMeta(kind, obj)),
+      ...opts,
+    })) as T;
+  }
+
+  /** Server-side apply: the server merges `obj` as owned by `fieldManager`. */
+  apply<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T, opts: ApplyOptions): Promise<T> {
+    return this.#apply(kind, obj, opts, undefined);
+  }
+
+  /** Server-side apply on the status subresource (only `status` of `obj` is taken). */
+  applyStatus<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T, opts: ApplyOptions): Promise<T> {
+    return this.#apply(kind, obj, opts, "status");
+  }
+
+  async patch<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    key: ObjectKey,
+    patch: unknown,
+    type: PatchType,
+    opts: { subresource?: string; fieldManager?: string; force?: boolean; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const contentType = PATCH_CONTENT_TYPES[type];
+    if (!contentType) {
+      throw new TypeError(
+        `patch type "${String(type)}" is not one of ${Object.keys(PATCH_CONTENT_TYPES).join(", ")}`,
+      );
+    }
+    const query = new URLSearchParams();
+    setParam(query, "fieldManager", opts.fieldManager);
+    if (opts.force) query.set("force", "true");
+    const verb: Verb = type === "apply" ? "apply" : "patch";
+    return (await this.#json(verb, "PATCH", objectPath(kind, key, opts.subresource), {
+      query,
+      body: JSON.stringify(patch),
+      contentType,
+      ...opts,
+    })) as T;
+  }
+
+  /** Deletes; resolves false if the object was already gone (404). */
+  async delete(kind: ResourceKind, key: ObjectKey, opts: DeleteOptions = {}): Promise<boolean> {
+    const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions" };
+    if (opts.propagationPolicy) body["propagationPolicy"] = opts.propagationPolicy;
+    if (opts.preconditions) body["preconditions"] = opts.preconditions;
+    if (opts.gracePeriodSeconds !== undefined) body["gracePeriodSeconds"] = opts.gracePeriodSeconds;
+    try {
+      await this.#json("delete", "DELETE", objectPath(kind, key), { body: JSON.stringify(body), ...opts });
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 404) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * One watch request as an async iterable of raw events. Ends when the server ends the
+   * stream. Throws ApiError for an HTTP error or an ERROR event (e.g. 410 Gone when the
+   * resourceVersion is too old), WatchInactivityError when the connection went silent.
+   * Breaking out of the loop or aborting `signal` closes the connection.
+   */
+  async *watch<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    opts: WatchOptions = {},
+    signal?: AbortSignal,
+  ): AsyncGenerator<WatchEvent<T>> {
+    const query = new URLSearchParams({ watch: "true" });
+    setParam(query, "resourceVersion", opts.resourceVersion);
+    if (opts.allowWatchBookmarks) query.set("allowWatchBookmarks", "true");
+    setParam(query, "labelSelector", opts.labelSelector);
+    setParam(query, "fieldSelector", opts.fieldSelector);
+    setParam(query, "timeoutSeconds", opts.timeoutSeconds);
+    const local = new AbortController();
+    const onAbort = () => local.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const inactivity = new InactivityTimer(opts.inactivityTimeoutMs, () =>
+      local.abort(new WatchInactivityError(opts.inactivityTimeoutMs ?? 0)),
+    );
+    try {
+      const res = await this.#send("watch", "GET", collectionPath(kind, opts.namespace), {
+        query,
+        signal: local.signal,
+      });
+      inactivity.touch();
+      const body = res.body;
+      if (!body) return;
+      for await (const line of lines(body, () => inactivity.touch())) {
+        const event = JSON.parse(line) as { type: string; object: unknown };
+        if (event.type === "ERROR") {
+          const status = event.object as Status;
+          throw ApiError.fromStatus(status, status.code ?? 500, {
+            verb: "watch",
+            path: collectionPath(kind, opts.namespace),
+          });
+        }
+        yield event as WatchEvent<T>;
+      }
+    } catch (err) {
+      // An abort by the inactivity timer surfaces as the fetch's AbortError; report its reason.
+      if (local.signal.aborted && local.signal.reason instanceof WatchInactivityError)
+        throw local.signal.reason;
+      throw err;
+    } finally {
+      inactivity.stop();
+      signal?.removeEventListener("abort", onAbort);
+      local.abort();
+    }
+  }
+
+  #apply<T extends KubeObject>(
+    kind: ResourceKind,
+    obj: T,
+    opts: ApplyOptions,
+    subresource: string | undefined,
+  ): Promise<T> {
+    if (!opts?.fieldManager) {
+      throw new TypeError(`apply of ${kindName(kind)} needs opts.fieldManager (e.g. "mlmodel-operator")`);
+    }
+    const patchOpts: { subresource?: string; fieldManager: string; force?: boolean; signal?: AbortSignal } = {
+      fieldManager: opts.fieldManager,
+    };
+    if (subresource) patchOpts.subresource = subresource;
+    if (opts.force !== undefined) patchOpts.force = opts.force;
+    if (opts.signal) patchOpts.signal = opts.signal;
+    return this.patch<T>(kind, keyOf(kind, obj), withTypeMeta(kind, obj), "apply", patchOpts);
+  }
+
+  async #json(
+    verb: Verb,
+    method: string,
+    path: string,
+    opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
+  ): Promise<unknown> {
+    const res = await this.#send(verb, method, path, opts);
+    const text = await res.text();
+    return text ? JSON.parse(text) : undefined;
+  }
+
+  async #send(
+    verb: Verb,
+    method: string,
+    path: string,
+    opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
+  ) {
+    const qs = opts.query?.toString();
+    const url = `${this.#conn.server}${path}${qs ? `?${qs}` : ""}`;
+    const headers: Record<string, string> = {
+      ...(await this.#conn.headers()),
+      Accept: "application/json",
+      "User-Agent": this.#userAgent,
+    };
+    if (opts.body !== undefined) headers["Content-Type"] = opts.contentType ?? "application/json";
+    let res: Awaited<ReturnType<typeof fetch>>;
+    try {
+      const init: Parameters<typeof fetch>[1] = { method, headers, signal: opts.signal ?? null };
+      if (opts.body !== undefined) init.body = opts.body;
+      if (this.#conn.dispatcher) init.dispatcher = this.#conn.dispatcher;
+      res = await fetch(url, init);
+    } catch (err) {
+      this.#record({ verb, method, code: 0 });
+      throw err;
+    }
+    this.#record({ verb, method, code: res.status });
+    if (res.ok) return res;
+    const text = await res.text();
+    let status: Status;
+    try {
+      status = JSON.parse(text) as Status;
+    } catch {
+      status = { message: text.slice(0, 500) };
+    }
+    throw ApiError.fromStatus(status, res.status, { verb, path, retryAfter: res.headers.get("retry-after") });
+  }
+
+  #record(r: RequestRecord): void {
+    for (const fn of this.#listeners) fn(r);
+  }
+}
+
+function tlsAgent(https: RequestOptions, servername: string | undefined): Agent {
+  const connect: Record<string, unknown> = {};
+  if (https.ca) connect["ca"] = https.ca;
+  if (https.cert) connect["cert"] = https.cert;
+  if (https.key) connect["key"] = https.key;
+  if (https.rejectUnauthorized !== undefined) connect["rejectUnauthorized"] = https.rejectUnauthorized;
+  if (servername) connect["servername"] = servername;
+  // bodyTimeout 0: watches are long and quiet; our own inactivity timer judges them.
+  return new Agent({ connect, bodyTimeout: 0, keepAliveTimeout: 30_000 });
+}
+
+function setParam(q: URLSearchParams, name: string, value: string | number | undefined): void {
+  if (value !== undefined && value !== "") q.set(name, String(value));
+}
+
+function requireNamespace(kind: ResourceKind, obj: KubeObject): string {
+  const ns = obj.metadata?.namespace;
+  if (!ns) {
+    throw new TypeError(
+      `${kindName(kind)} "${obj.metadata?.name ?? obj.metadata?.generateName ?? "?"}" needs metadata.namespace (the kind is namespaced)`,
+    );
+  }
+  return ns;
+}
+
+function keyOf(kind: ResourceKind, obj: KubeObject): ObjectKey {
+  const name = obj.metadata?.name;
+  if (!name) throw new TypeError(`${kindName(kind)} object needs metadata.name, got ${JSON.stringify(name)}`);
+  return kind.namespaced ? { namespace: requireNamespace(kind, obj), name } : { name };
+}
+
+function withTypeMeta<T extends KubeObject>(kind: ResourceKind, obj: T): T {
+  return { ...obj, apiVersion: obj.apiVersion ?? apiVersionOf(kind), kind: obj.kind ?? kind.kind };
+}
+
+/** A resettable one-shot timer; a no-op when `ms` is undefined or 0. */
+class InactivityTimer {
+  readonly #ms: number | undefined;
+  readonly #onFire: () => void;
+  #handle: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(ms: number | undefined, onFire: () => void) {
+    this.#ms = ms;
+    this.#onFire = onFire;
+    this.touch();
+  }
+
+  touch(): void {
+    if (!this.#ms) return;
+    if (this.#handle) clearTimeout(this.#handle);
+    this.#handle = setTimeout(this.#onFire, this.#ms);
+  }
+
+  stop(): void {
+    if (this.#handle) clearTimeout(this.#handle);
+    this.#handle = undefined;
+  }
+}
+
+/** Splits a byte stream into non-empty text lines; calls `onData` for every chunk. */
+export async function* lines(
+  body: AsyncIterable<Uint8Array>,
+  onData: () => void = () => {},
+): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const chunk of body) {
+    onData();
+    buffered += decoder.decode(chunk, { stream: true });
+    let nl = buffered.indexOf("\n");
+    while (nl >= 0) {
+      const line = buffered.slice(0, nl).trim();
+      buffered = buffered.slice(nl + 1);
+      if (line) yield line;
+      nl = buffered.indexOf("\n");
+    }
+  }
+  buffered += decoder.decode();
+  if (buffered.trim()) yield buffered.trim();
+}

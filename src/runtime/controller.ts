@@ -1,0 +1,364 @@
+/**
+ * Controller: sources (informers + mapping) -> WorkQueue -> workers running the reconciler.
+ *
+ * Three small parts, as in kube-rs: mapping store changes to keys (`requestsFor*`), the queue
+ * (dedup, delay, exclusivity; queue.ts), and the worker loop that interprets a reconcile's
+ * outcome (`outcomeOf`). Each is testable alone.
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { KubeClient } from "./client.ts";
+import { type Clock, realClock } from "./clock.ts";
+import { ApiError, TerminalError } from "./errors.ts";
+import type { EventRecorder } from "./events.ts";
+import type { Informer } from "./informer.ts";
+import type { ResourceKind } from "./kinds.ts";
+import { kindName } from "./kinds.ts";
+import type { RuntimeMetrics } from "./metrics.ts";
+import { ownerRequest } from "./owners.ts";
+import type { Predicate } from "./predicates.ts";
+import { WorkQueue } from "./queue.ts";
+import type { ReconcileContext, Reconciler } from "./reconcile.ts";
+import type { Store, StoreChange } from "./store.ts";
+import type { KubeObject, Request } from "./types.ts";
+import { keyString, objectKey, parseKey } from "./types.ts";
+
+export type MapFunc<T extends KubeObject = KubeObject> = (obj: Readonly<T>) => Request[];
+
+export interface SourceOptions {
+  predicates?: Predicate[];
+}
+
+/** A watched kind and how its changes become requests. */
+export interface Source {
+  kind: ResourceKind;
+  predicates: Predicate[];
+  toRequests(change: StoreChange): Request[];
+}
+
+/** The primary kind: each object is its own request. */
+export function forSource(kind: ResourceKind, predicates: Predicate[] = []): Source {
+  return { kind, predicates, toRequests: (c) => [objectKey(c.object)] };
+}
+
+/** An owned kind: the controlling owner of kind `ownerKind` (old and new on update). */
+export function ownsSource(
+  kind: ResourceKind,
+  ownerKind: ResourceKind,
+  predicates: Predicate[] = [],
+): Source {
+  return {
+    kind,
+    predicates,
+    toRequests: (c) => {
+      const objs = c.type === "update" ? [c.old, c.object] : [c.object];
+      return objs.map((o) => ownerRequest(o, ownerKind)).filter((r): r is Request => r !== undefined);
+    },
+  };
+}
+
+/** Any kind, mapped by a function (applied to old and new on update). */
+export function mapSource(kind: ResourceKind, map: MapFunc, predicates: Predicate[] = []): Source {
+  return {
+    kind,
+    predicates,
+    toRequests: (c) => (c.type === "update" ? [...map(c.old), ...map(c.object)] : map(c.object)),
+  };
+}
+
+/** Keys to enqueue for one change: empty if a predicate rejects it. */
+export function requestsFor(source: Source, change: StoreChange): Request[] {
+  if (!source.predicates.every((p) => p(change))) return [];
+  return source.toRequests(change);
+}
+
+export type Outcome =
+  | { result: "success" }
+  | { result: "requeue_after"; ms: number }
+  | { result: "requeue"; reason: "conflict" }
+  | { result: "error"; terminal: boolean; error: unknown };
+
+/** What a reconcile's return value or error means for the queue. */
+export function outcomeOf(
+  settled: { ok: true; value: Awaited<ReturnType<Reconciler>> } | { ok: false; error: unknown },
+): Outcome {
+  if (settled.ok) {
+    const ms = settled.value?.requeueAfterMs;
+    if (ms === undefined) return { result: "success" };
+    if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+      return {
+        result: "error",
+        terminal: false,
+        error: new TypeError(
+          `reconcile returned requeueAfterMs=${String(ms)}; it must be a finite number >= 0`,
+        ),
+      };
+    }
+    return ms === 0 ? { result: "success" } : { result: "requeue_after", ms };
+  }
+  const { error } = settled;
+  if (error instanceof TerminalError) return { result: "error", terminal: true, error };
+  if (error instanceof ApiError && error.code === 409) return { result: "requeue", reason: "conflict" };
+  return { result: "error", terminal: false, error };
+}
+
+/** What a controller needs from its manager. */
+export interface ControllerDeps {
+  informer(kind: ResourceKind): Informer | Informer[];
+  store(kind: ResourceKind): Store;
+  client: KubeClient;
+  recorder: EventRecorder;
+  log: Logger;
+  metrics?: RuntimeMetrics;
+  clock?: Clock;
+}
+
+export interface ControllerOptions {
+  name: string;
+  forKind: ResourceKind;
+  sources: Source[];
+  reconciler: Reconciler;
+  concurrency: number;
+}
+
+export class Controller {
+  readonly name: string;
+  readonly forKind: ResourceKind;
+  readonly sources: readonly Source[];
+  readonly concurrency: number;
+  readonly queue: WorkQueue;
+  readonly #reconciler: Reconciler;
+  readonly #deps: ControllerDeps;
+  readonly #clock: Clock;
+  readonly #inFlight = new Map<string, AbortController>();
+  #started = false;
+
+  constructor(opts: ControllerOptions, deps: ControllerDeps) {
+    if (!Number.isInteger(opts.concurrency) || opts.concurrency < 1) {
+      throw new RangeError(
+        `controller "${opts.name}" concurrency must be an integer >= 1, got ${opts.concurrency}`,
+      );
+    }
+    this.name = opts.name;
+    this.forKind = opts.forKind;
+    this.sources = opts.sources;
+    this.concurrency = opts.concurrency;
+    this.#reconciler = opts.reconciler;
+    this.#deps = deps;
+    this.#clock = deps.clock ?? realClock;
+    const queueOpts: ConstructorParameters<typeof WorkQueue>[0] = { clock: this.#clock };
+    if (deps.metrics) queueOpts.metrics = deps.metrics.queueHooks(opts.name);
+    this.queue = new WorkQueue(queueOpts);
+  }
+
+  /** Keys whose reconcile is running now. */
+  get inFlight(): string[] {
+    return [...this.#inFlight.keys()];
+  }
+
+  /**
+   * Attaches to the informers and runs workers until stop(). Informers must be running; the
+   * workers start once every source has synced, so the first reconciles see a full cache.
+   */
+  async start(): Promise<void> {
+    if (this.#started) throw new Error(`controller "${this.name}" started twice`);
+    this.#started = true;
+    this.#deps.metrics?.maxConcurrent.set({ controller: this.name }, this.concurrency);
+    const informers: Informer[] = [];
+    for (const source of this.sources) {
+      for (const inf of [this.#deps.informer(source.kind)].flat()) {
+        informers.push(inf);
+        inf.addHandler((change) => this.#enqueue(source, change));
+      }
+    }
+    await Promise.all(informers.map((i) => i.waitForSync()));
+    const workers = Array.from({ length: this.concurrency }, () => this.#worker());
+    await Promise.all(workers);
+  }
+
+  /**
+   * Stops taking keys and waits for in-flight reconciles up to `deadlineMs`; past it, their
+   * signals are aborted. Resolves true if all finished within the deadline.
+   */
+  async stop(deadlineMs: number): Promise<boolean> {
+    const drained = this.queue.shutdown();
+    let timer: { cancel(): void } | undefined;
+    const timedOut = new Promise<false>((resolve) => {
+      timer = this.#clock.setTimer(deadlineMs, () => resolve(false));
+    });
+    const finished = await Promise.race([drained.then(() => true as const), timedOut]);
+    timer?.cancel();
+    if (!finished) {
+      this.#deps.log.warn(
+        { controller: this.name, keys: this.inFlight },
+        "drain deadline passed; aborting reconciles",
+      );
+      this.abortInFlight(new Error(`controller ${this.name} shutdown deadline of ${deadlineMs} ms passed`));
+    }
+    return finished;
+  }
+
+  abortInFlight(reason: unknown): void {
+    for (const ac of this.#inFlight.values()) ac.abort(reason);
+  }
+
+  #enqueue(source: Source, change: StoreChange): void {
+    for (const req of requestsFor(source, change)) {
+      this.queue.add(keyString(req), change.initial ? "low" : "high");
+    }
+  }
+
+  async #worker(): Promise<void> {
+    for (;;) {
+      const key = await this.queue.get();
+      if (key === undefined) return;
+      try {
+        await this.#reconcileKey(key);
+      } finally {
+        this.queue.done(key);
+      }
+    }
+  }
+
+  async #reconcileKey(key: string): Promise<void> {
+    const request = parseKey(key);
+    const reconcileId = randomUUID();
+    const log = this.#deps.log.child({
+      controller: this.name,
+      kind: kindName(this.forKind),
+      namespace: request.namespace,
+      name: request.name,
+      reconcileId,
+    });
+    const abort = new AbortController();
+    this.#inFlight.set(key, abort);
+    const metrics = this.#deps.metrics;
+    const labels = { controller: this.name };
+    metrics?.activeWorkers.inc(labels);
+    const started = this.#clock.now();
+    const ctx: ReconcileContext = {
+      request,
+      reconcileId,
+      signal: abort.signal,
+      log,
+      client: this.#deps.client,
+      cache: <T extends KubeObject>(kind: ResourceKind) => this.#deps.store(kind) as unknown as Store<T>,
+      recorder: this.#deps.recorder,
+    };
+    let settled: Parameters<typeof outcomeOf>[0];
+    try {
+      settled = { ok: true, value: await this.#reconciler(ctx) };
+    } catch (error) {
+      settled = { ok: false, error };
+    } finally {
+      this.#inFlight.delete(key);
+      metrics?.activeWorkers.dec(labels);
+      metrics?.reconcileTime.observe(labels, (this.#clock.now() - started) / 1000);
+    }
+    this.#apply(key, outcomeOf(settled), log);
+  }
+
+  #apply(key: string, outcome: Outcome, log: Logger): void {
+    const metrics = this.#deps.metrics;
+    const labels = { controller: this.name };
+    metrics?.reconcileTotal.inc({ ...labels, result: outcome.result });
+    switch (outcome.result) {
+      case "success":
+        this.queue.forget(key);
+        log.debug("reconciled");
+        return;
+      case "requeue_after":
+        this.queue.forget(key);
+        this.queue.addAfter(key, outcome.ms);
+        log.debug({ requeueAfterMs: outcome.ms }, "reconciled; requeue after delay");
+        return;
+      case "requeue":
+        // 409: someone changed the object since we read it; a fresh read will do. Backoff
+        // still applies so a hot conflict does not spin.
+        this.queue.addRateLimited(key);
+        log.debug("conflict (409); requeued");
+        return;
+      case "error":
+        metrics?.reconcileErrors.inc(labels);
+        if (outcome.terminal) {
+          metrics?.terminalErrors.inc(labels);
+          this.queue.forget(key);
+          log.error({ err: outcome.error }, "reconcile failed with a terminal error; not retrying");
+        } else {
+          this.queue.addRateLimited(key);
+          log.error(
+            { err: outcome.error, failures: this.queue.failures(key) },
+            "reconcile failed; retrying with backoff",
+          );
+        }
+        return;
+    }
+  }
+}
+
+/** Fluent builder: mgr.controller(name).for(kind).owns(kind).watches(kind, map).reconcile(fn). */
+export class ControllerBuilder {
+  readonly #name: string;
+  readonly #register: (opts: ControllerOptions) => Controller;
+  #forKind: ResourceKind | undefined;
+  readonly #sources: Source[] = [];
+  // owns() sources need the owner kind, known for sure only at reconcile() (for() may come later).
+  readonly #owned: { kind: ResourceKind; predicates: Predicate[] }[] = [];
+  #concurrency = 1;
+
+  constructor(name: string, register: (opts: ControllerOptions) => Controller) {
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+      throw new TypeError(
+        `controller name "${name}" must be lowercase letters, digits and '-' (e.g. "podset")`,
+      );
+    }
+    this.#name = name;
+    this.#register = register;
+  }
+
+  for(kind: ResourceKind, opts: SourceOptions = {}): this {
+    if (this.#forKind) {
+      throw new Error(
+        `controller "${this.#name}": for() called twice (${kindName(this.#forKind)}, ${kindName(kind)})`,
+      );
+    }
+    this.#forKind = kind;
+    this.#sources.unshift(forSource(kind, opts.predicates));
+    return this;
+  }
+
+  owns(kind: ResourceKind, opts: SourceOptions = {}): this {
+    this.#owned.push({ kind, predicates: opts.predicates ?? [] });
+    return this;
+  }
+
+  watches<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    map: MapFunc<T>,
+    opts: SourceOptions = {},
+  ): this {
+    this.#sources.push(mapSource(kind, map as MapFunc, opts.predicates));
+    return this;
+  }
+
+  concurrency(n: number): this {
+    if (!Number.isInteger(n) || n < 1) {
+      throw new RangeError(`controller "${this.#name}" concurrency must be an integer >= 1, got ${n}`);
+    }
+    this.#concurrency = n;
+    return this;
+  }
+
+  reconcile(fn: Reconciler): Controller {
+    const forKind = this.#forKind;
+    if (!forKind) throw new Error(`controller "${this.#name}": call for(kind) before reconcile()`);
+    const sources = [...this.#sources, ...this.#owned.map((o) => ownsSource(o.kind, forKind, o.predicates))];
+    return this.#register({
+      name: this.#name,
+      forKind,
+      sources,
+      reconciler: fn,
+      concurrency: this.#concurrency,
+    });
+  }
+}

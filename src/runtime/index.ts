@@ -1,0 +1,104 @@
+/**
+ * The controller runtime's public API. See docs/runtime.md.
+ */
+
+export { ItemBackoff, JitterBackoff } from "./backoff.ts";
+export type {
+  ApplyOptions,
+  Connection,
+  DeleteOptions,
+  KubeClientOptions,
+  ListOptions,
+  ListResult,
+  PatchType,
+  RequestRecord,
+  Verb,
+  WatchOptions,
+} from "./client.ts";
+export { KubeClient, WatchInactivityError } from "./client.ts";
+export type { Clock, Timer } from "./clock.ts";
+export { FakeClock, realClock, sleep } from "./clock.ts";
+export type {
+  ControllerDeps,
+  ControllerOptions,
+  MapFunc,
+  Outcome,
+  Source,
+  SourceOptions,
+} from "./controller.ts";
+export { Controller, ControllerBuilder, outcomeOf, requestsFor } from "./controller.ts";
+export {
+  ApiError,
+  isConflict,
+  isGone,
+  isNotFound,
+  isTooManyRequests,
+  parseRetryAfter,
+  TerminalError,
+} from "./errors.ts";
+export type { EventRecorder, EventRecorderOptions, EventType } from "./events.ts";
+export { KubeEventRecorder, logEventRecorder } from "./events.ts";
+export type { ChangeHandler, InformerOptions, Transform } from "./informer.ts";
+export { Informer, reflector } from "./informer.ts";
+export type { ResourceKind } from "./kinds.ts";
+export {
+  apiVersionOf,
+  builtinKinds,
+  collectionPath,
+  kindName,
+  matchesKind,
+  objectPath,
+  validateKind,
+} from "./kinds.ts";
+export type { LeaderCallbacks, LeaderElectionOptions, Lease, LeaseClient, LeaseSpec } from "./leader.ts";
+export { kubeLeaseClient, LeaderElector, microTime } from "./leader.ts";
+export type { CacheOptions, ManagerOptions } from "./manager.ts";
+export { defaultKubeConfig, LeaderElectionLostError, Manager, shutdownSignal } from "./manager.ts";
+export type { ReconcileOutcome } from "./metrics.ts";
+export { RuntimeMetrics } from "./metrics.ts";
+export {
+  controllerOf,
+  controllerOwnerRef,
+  ensureFinalizer,
+  hasFinalizer,
+  isControlledBy,
+  ownerRequest,
+  removeFinalizer,
+} from "./owners.ts";
+export type { Predicate } from "./predicates.ts";
+export {
+  and,
+  annotationsChangedPredicate,
+  generationChangedPredicate,
+  labelSelectorPredicate,
+  labelsChangedPredicate,
+  not,
+  or,
+  predicate,
+  resourceVersionChangedPredicate,
+} from "./predicates.ts";
+export type { Priority, QueueMetrics, WorkQueueOptions } from "./queue.ts";
+export { WorkQueue } from "./queue.ts";
+export type { Logger, ReconcileContext, ReconcileResult, Reconciler } from "./reconcile.ts";
+export type { IndexFunc, Store, StoreChange } from "./store.ts";
+export {
+  CONTROLLER_OWNER_INDEX,
+  controllerOwnerIndex,
+  deepFreeze,
+  MemoryStore,
+  MultiStore,
+  NAMESPACE_INDEX,
+  stripManagedFields,
+} from "./store.ts";
+export type {
+  KubeObject,
+  ObjectKey,
+  ObjectMeta,
+  OwnerReference,
+  Request,
+  Status,
+  WatchEvent,
+} from "./types.ts";
+export { keyString, objectKey, parseKey } from "./types.ts";
+export type { Scope, WatcherEvent, WatcherOptions, WatcherState, WatchSource } from "./watcher.ts";
+export { clientSource, nextStateAfterError, retryDelay, watcher } from "./watcher.ts";

@@ -1,0 +1,239 @@
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease (client-go's algorithm).
+ *
+ * - Expiry is judged on the LOCAL clock from when we last saw the lease record change, never
+ *   from the timestamps inside it, so clock skew between machines does not matter. A
+ *   follower therefore waits up to a full leaseDuration after it last saw a renewal.
+ * - Writes carry the resourceVersion read, so two candidates racing for one lease cannot
+ *   both win: the loser gets 409 and tries again next period.
+ * - The leader renews every retryPeriod; if it cannot renew for renewDeadline (< lease
+ *   duration) it gives up leadership before anyone else may take it.
+ * - On cancel the leader releases the lease (empty holder), so a successor starts at once.
+ */
+import type { KubeClient } from "./client.ts";
+import { type Clock, realClock, sleep } from "./clock.ts";
+import { ApiError } from "./errors.ts";
+import { builtinKinds } from "./kinds.ts";
+import type { KubeObject } from "./types.ts";
+
+export interface LeaseSpec {
+  holderIdentity?: string | null;
+  leaseDurationSeconds?: number;
+  acquireTime?: string | null;
+  renewTime?: string | null;
+  leaseTransitions?: number;
+}
+
+export interface Lease extends KubeObject {
+  spec?: LeaseSpec;
+}
+
+/** Lease reads and optimistic writes; KubeClient-backed in production. */
+export interface LeaseClient {
+  get(): Promise<Lease | undefined>;
+  create(lease: Lease): Promise<Lease>;
+  /** PUT with metadata.resourceVersion: 409 when someone else wrote first. */
+  update(lease: Lease): Promise<Lease>;
+}
+
+export function kubeLeaseClient(client: KubeClient, namespace: string, name: string): LeaseClient {
+  const kind = builtinKinds.Lease;
+  return {
+    get: () => client.get<Lease>(kind, { namespace, name }),
+    create: (lease) => client.create<Lease>(kind, lease),
+    update: (lease) => client.replace<Lease>(kind, lease),
+  };
+}
+
+export interface LeaderElectionOptions {
+  name: string;
+  namespace: string;
+  /** Unique per process; default hostname + random suffix. */
+  identity?: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  /** Release the lease when the run is cancelled (default true). */
+  releaseOnCancel?: boolean;
+}
+
+export interface LeaderCallbacks {
+  /** Called once leadership is won; `signal` aborts when it is lost or the run is cancelled. */
+  onStartedLeading(signal: AbortSignal): void;
+  onStoppedLeading?(): void;
+  onNewLeader?(identity: string): void;
+  onError?(err: unknown): void;
+}
+
+/** MicroTime as the API wants it (RFC 3339 with exactly 6 fraction digits). */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
+export class LeaderElector {
+  readonly identity: string;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly #opts: LeaderElectionOptions;
+  readonly #leases: LeaseClient;
+  readonly #clock: Clock;
+  #observed: { record: string; at: number; lease: Lease } | undefined;
+  #isLeader = false;
+
+  constructor(leases: LeaseClient, opts: LeaderElectionOptions, clock: Clock = realClock) {
+    this.#leases = leases;
+    this.#opts = opts;
+    this.#clock = clock;
+    this.identity =
+      opts.identity ?? `${process.env["HOSTNAME"] ?? "local"}_${crypto.randomUUID().slice(0, 8)}`;
+    this.leaseDurationMs = opts.leaseDurationMs ?? 15_000;
+    this.renewDeadlineMs = opts.renewDeadlineMs ?? 10_000;
+    this.retryPeriodMs = opts.retryPeriodMs ?? 2_000;
+    if (!(this.leaseDurationMs > this.renewDeadlineMs)) {
+      throw new RangeError(
+        `leaderElection.leaseDurationMs (${this.leaseDurationMs}) must be greater than renewDeadlineMs (${this.renewDeadlineMs})`,
+      );
+    }
+    if (!(this.renewDeadlineMs > this.retryPeriodMs)) {
+      throw new RangeError(
+        `leaderElection.renewDeadlineMs (${this.renewDeadlineMs}) must be greater than retryPeriodMs (${this.retryPeriodMs})`,
+      );
+    }
+  }
+
+  get isLeader(): boolean {
+    return this.#isLeader;
+  }
+
+  /**
+   * Campaigns until leader, leads until the lease is lost or `signal` aborts. Resolves
+   * "lost" (leadership lost: the caller should stop and exit) or "cancelled".
+   */
+  async run(signal: AbortSignal, cb: LeaderCallbacks): Promise<"lost" | "cancelled"> {
+    // Acquire.
+    while (!signal.aborted) {
+      if (await this.#tryAcquireOrRenew(cb)) break;
+      if (!(await this.#wait(this.retryPeriodMs, signal))) return "cancelled";
+    }
+    if (signal.aborted) return "cancelled";
+    this.#isLeader = true;
+    const leading = new AbortController();
+    cb.onStartedLeading(leading.signal);
+    // Renew.
+    let lastRenew = this.#clock.now();
+    let outcome: "lost" | "cancelled" = "cancelled";
+    while (!signal.aborted) {
+      if (!(await this.#wait(this.retryPeriodMs, signal))) break;
+      if (await this.#tryAcquireOrRenew(cb)) {
+        lastRenew = this.#clock.now();
+        continue;
+      }
+      const held = this.#observed?.lease.spec?.holderIdentity;
+      if ((held && held !== this.identity) || this.#clock.now() - lastRenew >= this.renewDeadlineMs) {
+        outcome = "lost";
+        break;
+      }
+    }
+    this.#isLeader = false;
+    leading.abort(new Error(outcome === "lost" ? "leader election lost" : "leader election cancelled"));
+    if (outcome === "cancelled" && (this.#opts.releaseOnCancel ?? true)) await this.#release(cb);
+    cb.onStoppedLeading?.();
+    return outcome;
+  }
+
+  /** One attempt: true if we hold the lease afterwards. Errors count as "not held". */
+  async #tryAcquireOrRenew(cb: LeaderCallbacks): Promise<boolean> {
+    const now = this.#clock.now();
+    try {
+      const current = await this.#leases.get();
+      if (!current) {
+        const created = await this.#leases.create(this.#leaseObject(undefined, now, 0));
+        this.#observe(created, now);
+        return true;
+      }
+      this.#observe(current, now, cb);
+      const spec = current.spec ?? {};
+      const holder = spec.holderIdentity ?? "";
+      const heldByOther = holder !== "" && holder !== this.identity;
+      if (heldByOther && this.#observed && this.#observed.at + this.#leaseDurationOf(spec) > now)
+        return false;
+      const transitions = (spec.leaseTransitions ?? 0) + (holder === this.identity ? 0 : 1);
+      const acquire = holder === this.identity ? (spec.acquireTime ?? microTime(now)) : microTime(now);
+      const updated = await this.#leases.update(this.#leaseObject(current, now, transitions, acquire));
+      this.#observe(updated, now);
+      return true;
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 409)) cb.onError?.(err);
+      return false;
+    }
+  }
+
+  async #release(cb: LeaderCallbacks): Promise<void> {
+    const lease = this.#observed?.lease;
+    if (!lease || lease.spec?.holderIdentity !== this.identity) return;
+    const now = this.#clock.now();
+    try {
+      await this.#leases.update({
+        ...lease,
+        spec: {
+          ...lease.spec,
+          holderIdentity: null,
+          leaseDurationSeconds: 1,
+          renewTime: microTime(now),
+          acquireTime: microTime(now),
+        },
+      });
+    } catch (err) {
+      cb.onError?.(err);
+    }
+  }
+
+  #leaseObject(
+    current: Lease | undefined,
+    now: number,
+    transitions: number,
+    acquireTime = microTime(now),
+  ): Lease {
+    return {
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: current
+        ? { ...current.metadata }
+        : { name: this.#opts.name, namespace: this.#opts.namespace },
+      spec: {
+        holderIdentity: this.identity,
+        leaseDurationSeconds: Math.ceil(this.leaseDurationMs / 1000),
+        acquireTime,
+        renewTime: microTime(now),
+        leaseTransitions: transitions,
+      },
+    };
+  }
+
+  #leaseDurationOf(spec: LeaseSpec): number {
+    return (spec.leaseDurationSeconds ?? Math.ceil(this.leaseDurationMs / 1000)) * 1000;
+  }
+
+  /** Remembers when the lease record last changed, on our clock. */
+  #observe(lease: Lease, now: number, cb?: LeaderCallbacks): void {
+    const record = JSON.stringify(lease.spec ?? {});
+    if (this.#observed?.record === record) {
+      this.#observed.lease = lease;
+      return;
+    }
+    const prevHolder = this.#observed?.lease.spec?.holderIdentity;
+    this.#observed = { record, at: now, lease };
+    const holder = lease.spec?.holderIdentity;
+    if (holder && holder !== prevHolder) cb?.onNewLeader?.(holder);
+  }
+
+  async #wait(ms: number, signal: AbortSignal): Promise<boolean> {
+    try {
+      await sleep(this.#clock, ms, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}

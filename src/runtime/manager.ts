@@ -1,0 +1,368 @@
+/**
+ * Manager: owns the client, the shared caches, the controllers, leader election, metrics,
+ * probes and shutdown. Lifecycle of start(signal):
+ *
+ *   serve /metrics, /healthz, /readyz ─▶ run caches ─▶ wait for sync (readyz turns 200)
+ *     ─▶ [leader election: wait to lead] ─▶ start controllers
+ *   on signal: drain controllers (deadline) ─▶ flush events ─▶ release lease ─▶ stop caches
+ *     ─▶ close servers ─▶ resolve
+ *   on lost lease: abort reconciles at once, clean up as above, then reject with
+ *     LeaderElectionLostError (the process should exit; a fresh start campaigns again).
+ *
+ * Caches run even without leadership (as in controller-runtime) so a standby is warm.
+ */
+import { hostname } from "node:os";
+import { KubeConfig } from "@kubernetes/client-node";
+import pino, { type Logger } from "pino";
+import { KubeClient } from "./client.ts";
+import { type Clock, realClock } from "./clock.ts";
+import { Controller, ControllerBuilder, type ControllerOptions } from "./controller.ts";
+import { type EventRecorder, KubeEventRecorder } from "./events.ts";
+import { Informer, type Transform } from "./informer.ts";
+import type { ResourceKind } from "./kinds.ts";
+import { kindName, validateKind } from "./kinds.ts";
+import { kubeLeaseClient, LeaderElector } from "./leader.ts";
+import { RuntimeMetrics } from "./metrics.ts";
+import { closeServer, parseBindAddress, probe, serve } from "./server.ts";
+import { type IndexFunc, MultiStore, type Store } from "./store.ts";
+import type { KubeObject } from "./types.ts";
+
+export interface ManagerOptions {
+  /** Default: loaded from $KUBECONFIG / ~/.kube/config / in-cluster. */
+  kubeConfig?: KubeConfig;
+  /** Use this client instead of building one from kubeConfig. */
+  client?: KubeClient;
+  /** Restrict namespaced caches to these namespaces (default: all). */
+  namespaces?: string[];
+  leaderElection?: {
+    name: string;
+    namespace: string;
+    identity?: string;
+    leaseDurationMs?: number;
+    renewDeadlineMs?: number;
+    retryPeriodMs?: number;
+    releaseOnCancel?: boolean;
+  };
+  /** "host:port", ":port", or "0" to disable. Default "0". */
+  metricsBindAddress?: string;
+  /** "host:port", ":port", or "0" to disable. Default "0". */
+  healthProbeBindAddress?: string;
+  logger?: Logger;
+  /** How long in-flight reconciles may take to finish on shutdown (default 30 s). */
+  shutdownTimeoutMs?: number;
+  /** events.k8s.io reportingController (default "mlmodel-runtime"). */
+  reportingController?: string;
+  clock?: Clock;
+  /** Default transform for all caches (default: strip managedFields). */
+  transform?: Transform;
+  /** Watch tuning passed to every cache (tests shorten timeouts). */
+  watcher?: { watchTimeoutSeconds?: number; inactivityTimeoutMs?: number };
+}
+
+export interface CacheOptions<T extends KubeObject = KubeObject> {
+  indexes?: Record<string, IndexFunc<T>>;
+  labelSelector?: string;
+  transform?: Transform<T>;
+}
+
+export class LeaderElectionLostError extends Error {
+  constructor(identity: string) {
+    super(`leader election lost by ${identity}; stopping so a fresh process can campaign again`);
+    this.name = "LeaderElectionLostError";
+  }
+}
+
+interface CacheEntry {
+  kind: ResourceKind;
+  informers: Informer[];
+  store: Store;
+}
+
+export class Manager {
+  readonly client: KubeClient;
+  readonly log: Logger;
+  readonly metrics: RuntimeMetrics;
+  readonly recorder: EventRecorder & { flush(): Promise<void> };
+  readonly #opts: ManagerOptions;
+  readonly #clock: Clock;
+  readonly #caches = new Map<string, CacheEntry>();
+  readonly #controllers: Controller[] = [];
+  #elector: LeaderElector | undefined;
+  #started = false;
+  #addresses: { metrics?: string; health?: string } = {};
+
+  constructor(opts: ManagerOptions = {}) {
+    this.#opts = opts;
+    this.#clock = opts.clock ?? realClock;
+    this.log = opts.logger ?? pino({ level: process.env["LOG_LEVEL"] ?? "info" });
+    this.metrics = new RuntimeMetrics();
+    this.client = opts.client ?? KubeClient.fromKubeConfig(opts.kubeConfig ?? defaultKubeConfig());
+    this.client.onRequest(this.metrics.recordRequest);
+    for (const ns of opts.namespaces ?? []) {
+      if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns)) {
+        throw new TypeError(`namespaces contains "${ns}", which is not a valid namespace name`);
+      }
+    }
+    // Validate bind addresses now, not at start().
+    parseBindAddress("metricsBindAddress", opts.metricsBindAddress ?? "0");
+    parseBindAddress("healthProbeBindAddress", opts.healthProbeBindAddress ?? "0");
+    const instance = opts.leaderElection?.identity ?? `${hostname()}`;
+    this.recorder = new KubeEventRecorder(this.client, {
+      reportingController: opts.reportingController ?? "mlmodel-runtime",
+      reportingInstance: instance,
+      clock: this.#clock,
+      log: this.log,
+    });
+    if (opts.leaderElection) {
+      const le = opts.leaderElection;
+      this.#elector = new LeaderElector(kubeLeaseClient(this.client, le.namespace, le.name), le, this.#clock);
+    }
+  }
+
+  /** "host:port" of the servers once started. */
+  get addresses(): { metrics?: string; health?: string } {
+    return { ...this.#addresses };
+  }
+
+  get isLeader(): boolean {
+    return this.#elector ? this.#elector.isLeader : this.#started;
+  }
+
+  get identity(): string | undefined {
+    return this.#elector?.identity;
+  }
+
+  /**
+   * Registers (or returns) the shared cache of `kind` and returns its read view. Call before
+   * start(). Indexes given for a kind already cached are added to it.
+   */
+  cache<T extends KubeObject = KubeObject>(kind: ResourceKind, opts: CacheOptions<T> = {}): Store<T> {
+    return this.#cacheEntry(kind, opts as CacheOptions).store as unknown as Store<T>;
+  }
+
+  /** All caches registered so far. */
+  get caches(): readonly { kind: ResourceKind; informers: readonly Informer[] }[] {
+    return [...this.#caches.values()];
+  }
+
+  controller(name: string): ControllerBuilder {
+    if (this.#controllers.some((c) => c.name === name))
+      throw new Error(`controller "${name}" is already registered`);
+    return new ControllerBuilder(name, (opts) => this.#addController(opts));
+  }
+
+  get controllers(): readonly Controller[] {
+    return this.#controllers;
+  }
+
+  /** True when every cache has its first full list. */
+  cachesSynced(): boolean {
+    return [...this.#caches.values()].every((e) => e.informers.every((i) => i.hasSynced()));
+  }
+
+  /** Runs everything until `signal` aborts; resolves after graceful shutdown. */
+  async start(signal: AbortSignal = shutdownSignal()): Promise<void> {
+    if (this.#started) throw new Error("Manager.start called twice");
+    this.#started = true;
+    const cachesAbort = new AbortController();
+    const servers = await this.#serve();
+    const cacheRuns = [...this.#caches.values()].flatMap((e) =>
+      e.informers.map((i) => this.#runInformer(i, cachesAbort.signal)),
+    );
+    let lost = false;
+    try {
+      await this.#waitForCaches(signal);
+      if (!signal.aborted) lost = await this.#runControllers(signal);
+    } finally {
+      this.metrics.leaderStatus.set({ name: this.#opts.leaderElection?.name ?? "none" }, 0);
+      await this.recorder.flush();
+      cachesAbort.abort();
+      await Promise.allSettled(cacheRuns);
+      await Promise.all(servers.map(closeServer));
+      this.log.info({ lost }, "manager stopped");
+    }
+    if (lost) throw new LeaderElectionLostError(this.#elector?.identity ?? "?");
+  }
+
+  /** Campaigns if configured, runs controllers while leading; returns true if the lease was lost. */
+  async #runControllers(signal: AbortSignal): Promise<boolean> {
+    const elector = this.#elector;
+    const leName = this.#opts.leaderElection?.name ?? "none";
+    if (!elector) {
+      await this.#lead(signal);
+      return false;
+    }
+    let leading: Promise<void> | undefined;
+    const result = await elector.run(signal, {
+      onStartedLeading: (leaderSignal) => {
+        this.log.info({ identity: elector.identity }, "became leader");
+        this.metrics.leaderStatus.set({ name: leName }, 1);
+        leading = this.#lead(leaderSignal, signal);
+      },
+      onStoppedLeading: () => this.metrics.leaderStatus.set({ name: leName }, 0),
+      onNewLeader: (id) => this.log.info({ leader: id }, "observed leader"),
+      onError: (err) => this.log.warn({ err }, "leader election request failed"),
+    });
+    if (result === "lost")
+      this.log.error({ identity: elector.identity }, "lost leadership; stopping controllers");
+    await leading;
+    return result === "lost";
+  }
+
+  /**
+   * Runs controllers until `leaderSignal` aborts. Shutdown (`shutdown` signal) drains with the
+   * deadline; loss of leadership aborts in-flight reconciles at once (another leader may be
+   * acting already).
+   */
+  async #lead(leaderSignal: AbortSignal, shutdown: AbortSignal = leaderSignal): Promise<void> {
+    const runs = this.#controllers.map((c) =>
+      c.start().catch((err: unknown) => this.log.error({ err, controller: c.name }, "controller failed")),
+    );
+    const stopped = new Promise<void>((resolve) => {
+      if (leaderSignal.aborted) resolve();
+      leaderSignal.addEventListener("abort", () => resolve(), { once: true });
+    });
+    await stopped;
+    const lostLease = !shutdown.aborted;
+    if (lostLease) for (const c of this.#controllers) c.abortInFlight(new Error("leadership lost"));
+    const deadline = lostLease ? 0 : (this.#opts.shutdownTimeoutMs ?? 30_000);
+    await Promise.all(this.#controllers.map((c) => c.stop(deadline)));
+    await Promise.allSettled(runs);
+  }
+
+  async #waitForCaches(signal: AbortSignal): Promise<void> {
+    const all = [...this.#caches.values()].flatMap((e) => e.informers);
+    await Promise.all(all.map((i) => i.waitForSync(signal)));
+    if (!signal.aborted) this.log.info({ caches: all.map((i) => i.name) }, "caches synced");
+  }
+
+  async #runInformer(informer: Informer, signal: AbortSignal): Promise<void> {
+    try {
+      await informer.run(signal);
+    } catch (err) {
+      if (!signal.aborted) this.log.error({ err, cache: informer.name }, "cache stopped unexpectedly");
+    }
+  }
+
+  async #serve() {
+    const servers = [];
+    const metricsBind = parseBindAddress("metricsBindAddress", this.#opts.metricsBindAddress ?? "0");
+    if (metricsBind) {
+      const s = await serve(metricsBind, {
+        "/metrics": async () => ({
+          status: 200,
+          type: this.metrics.registry.contentType,
+          body: await this.metrics.registry.metrics(),
+        }),
+      });
+      this.#addresses.metrics = s.address;
+      servers.push(s.server);
+    }
+    const healthBind = parseBindAddress("healthProbeBindAddress", this.#opts.healthProbeBindAddress ?? "0");
+    if (healthBind) {
+      const s = await serve(healthBind, {
+        "/healthz": probe({ ping: () => ({ ok: true }) }),
+        "/readyz": probe({
+          "informer-sync": () => {
+            const unsynced = [...this.#caches.values()]
+              .flatMap((e) => e.informers)
+              .filter((i) => !i.hasSynced());
+            return unsynced.length === 0
+              ? { ok: true }
+              : { ok: false, reason: `caches not synced: ${unsynced.map((i) => i.name).join(", ")}` };
+          },
+        }),
+      });
+      this.#addresses.health = s.address;
+      servers.push(s.server);
+    }
+    return servers;
+  }
+
+  #addController(opts: ControllerOptions): Controller {
+    if (this.#started) throw new Error(`controller "${opts.name}" added after Manager.start`);
+    for (const source of opts.sources) this.#cacheEntry(source.kind, {});
+    const ctrl = new Controller(opts, {
+      informer: (kind) => this.#cacheEntry(kind, {}).informers,
+      store: (kind) => this.#registeredStore(kind, opts.name),
+      client: this.client,
+      recorder: this.recorder,
+      log: this.log,
+      metrics: this.metrics,
+      clock: this.#clock,
+    });
+    this.#controllers.push(ctrl);
+    return ctrl;
+  }
+
+  #registeredStore(kind: ResourceKind, controller: string): Store {
+    const entry = this.#caches.get(kindName(kind));
+    if (!entry) {
+      throw new Error(
+        `controller "${controller}" read the cache of ${kindName(kind)}, which is not registered: add it with for/owns/watches or mgr.cache(kind) before start`,
+      );
+    }
+    return entry.store;
+  }
+
+  #cacheEntry(kind: ResourceKind, opts: CacheOptions): CacheEntry {
+    const id = kindName(kind);
+    const existing = this.#caches.get(id);
+    if (existing) {
+      if (existing.kind.version !== kind.version) {
+        throw new Error(
+          `${id} is cached as ${existing.kind.version}; cannot also cache it as ${kind.version}`,
+        );
+      }
+      for (const [name, fn] of Object.entries(opts.indexes ?? {})) {
+        for (const i of existing.informers) i.store.addIndex(name, fn);
+      }
+      return existing;
+    }
+    if (this.#started) throw new Error(`cache of ${id} registered after Manager.start`);
+    validateKind(kind);
+    const namespaces = kind.namespaced && this.#opts.namespaces?.length ? this.#opts.namespaces : [undefined];
+    const informers = namespaces.map(
+      (namespace) =>
+        new Informer(this.client, kind, {
+          scope: {
+            ...(namespace ? { namespace } : {}),
+            ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+          },
+          transform: opts.transform ?? this.#opts.transform,
+          indexes: opts.indexes ?? {},
+          watcher: {
+            ...this.#opts.watcher,
+            clock: this.#clock,
+            onError: (err, state, retryInMs) =>
+              this.log.warn({ err, cache: id, state: state.kind, retryInMs }, "watch error; retrying"),
+          },
+        }),
+    );
+    const store =
+      informers.length === 1 ? informers[0]!.store : new MultiStore(informers.map((i) => i.store));
+    const entry = { kind, informers, store };
+    this.#caches.set(id, entry);
+    return entry;
+  }
+}
+
+/** Loads kubeconfig the usual way: $KUBECONFIG, ~/.kube/config, or in-cluster. */
+export function defaultKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  return kc;
+}
+
+/** An AbortSignal that aborts on SIGTERM or SIGINT (graceful shutdown). */
+export function shutdownSignal(): AbortSignal {
+  const ac = new AbortController();
+  const onSignal = (sig: NodeJS.Signals) => {
+    process.off("SIGTERM", onSignal);
+    process.off("SIGINT", onSignal);
+    ac.abort(new Error(`received ${sig}`));
+  };
+  process.once("SIGTERM", onSignal);
+  process.once("SIGINT", onSignal);
+  return ac.signal;
+}

@@ -1,0 +1,138 @@
+/**
+ * Prometheus metrics with controller-runtime's names, so existing dashboards and alerts work.
+ * Each Manager has its own Registry (two managers in one process, as in tests, do not clash).
+ */
+import { Counter, collectDefaultMetrics, exponentialBuckets, Gauge, Histogram, Registry } from "prom-client";
+import type { RequestRecord } from "./client.ts";
+import type { QueueMetrics } from "./queue.ts";
+
+export type ReconcileOutcome = "success" | "error" | "requeue" | "requeue_after";
+
+export class RuntimeMetrics {
+  readonly registry: Registry;
+  readonly reconcileTotal: Counter<"controller" | "result">;
+  readonly reconcileErrors: Counter<"controller">;
+  readonly terminalErrors: Counter<"controller">;
+  readonly reconcileTime: Histogram<"controller">;
+  readonly activeWorkers: Gauge<"controller">;
+  readonly maxConcurrent: Gauge<"controller">;
+  readonly queueDepth: Gauge<"name" | "controller">;
+  readonly queueAdds: Counter<"name" | "controller">;
+  readonly queueDuration: Histogram<"name" | "controller">;
+  readonly workDuration: Histogram<"name" | "controller">;
+  readonly queueRetries: Counter<"name" | "controller">;
+  readonly leaderStatus: Gauge<"name">;
+  readonly restRequests: Counter<"code" | "method" | "verb">;
+
+  constructor(opts: { registry?: Registry; defaultMetrics?: boolean } = {}) {
+    this.registry = opts.registry ?? new Registry();
+    const registers = [this.registry];
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    const queueBuckets = exponentialBuckets(10e-9, 10, 12); // 10ns .. 1000s, like client-go
+    this.reconcileTotal = new Counter({
+      name: "controller_runtime_reconcile_total",
+      help: "Total number of reconciliations per controller",
+      labelNames: ["controller", "result"],
+      registers,
+    });
+    this.reconcileErrors = new Counter({
+      name: "controller_runtime_reconcile_errors_total",
+      help: "Total number of reconciliation errors per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.terminalErrors = new Counter({
+      name: "controller_runtime_terminal_reconcile_errors_total",
+      help: "Total number of terminal reconciliation errors per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.reconcileTime = new Histogram({
+      name: "controller_runtime_reconcile_time_seconds",
+      help: "Length of time per reconciliation per controller",
+      labelNames: ["controller"],
+      buckets: [
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+        1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
+      ],
+      registers,
+    });
+    this.activeWorkers = new Gauge({
+      name: "controller_runtime_active_workers",
+      help: "Number of currently used workers per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.maxConcurrent = new Gauge({
+      name: "controller_runtime_max_concurrent_reconciles",
+      help: "Maximum number of concurrent reconciles per controller",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.queueDepth = new Gauge({
+      name: "workqueue_depth",
+      help: "Current depth of workqueue",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.queueAdds = new Counter({
+      name: "workqueue_adds_total",
+      help: "Total number of adds handled by workqueue",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.queueDuration = new Histogram({
+      name: "workqueue_queue_duration_seconds",
+      help: "How long in seconds an item stays in workqueue before being requested",
+      labelNames: ["name", "controller"],
+      buckets: queueBuckets,
+      registers,
+    });
+    this.workDuration = new Histogram({
+      name: "workqueue_work_duration_seconds",
+      help: "How long in seconds processing an item from workqueue takes",
+      labelNames: ["name", "controller"],
+      buckets: queueBuckets,
+      registers,
+    });
+    this.queueRetries = new Counter({
+      name: "workqueue_retries_total",
+      help: "Total number of retries handled by workqueue",
+      labelNames: ["name", "controller"],
+      registers,
+    });
+    this.leaderStatus = new Gauge({
+      name: "leader_election_master_status",
+      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+      labelNames: ["name"],
+      registers,
+    });
+    this.restRequests = new Counter({
+      name: "rest_client_requests_total",
+      help: "Number of HTTP requests, partitioned by status code, method and verb",
+      labelNames: ["code", "method", "verb"],
+      registers,
+    });
+  }
+
+  /** Queue hooks for one controller's queue (queue name = controller name, as in controller-runtime). */
+  queueHooks(controller: string): QueueMetrics {
+    const labels = { name: controller, controller };
+    return {
+      depth: (n) => this.queueDepth.set(labels, n),
+      add: () => this.queueAdds.inc(labels),
+      queueDuration: (s) => this.queueDuration.observe(labels, s),
+      workDuration: (s) => this.workDuration.observe(labels, s),
+      retry: () => this.queueRetries.inc(labels),
+    };
+  }
+
+  /** Hook for KubeClient.onRequest. Code 0 (no answer) is reported as "<error>" like client-go. */
+  readonly recordRequest = (r: RequestRecord): void => {
+    this.restRequests.inc({
+      code: r.code === 0 ? "<error>" : String(r.code),
+      method: r.method,
+      verb: r.verb,
+    });
+  };
+}

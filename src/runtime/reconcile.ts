@@ -1,0 +1,37 @@
+/**
+ * The reconcile contract (level-based, controller-runtime style): a reconciler gets the key
+ * of an object, reads the world from caches, writes with the client, and returns when to look
+ * again. It does not get the event: events only say "look at this key".
+ */
+import type { Logger } from "pino";
+import type { KubeClient } from "./client.ts";
+import type { EventRecorder } from "./events.ts";
+import type { ResourceKind } from "./kinds.ts";
+import type { Store } from "./store.ts";
+import type { KubeObject, Request } from "./types.ts";
+
+export type { Logger };
+
+export interface ReconcileResult {
+  /** Reconcile this key again after this many ms (without counting it as a failure). */
+  requeueAfterMs?: number;
+}
+
+export interface ReconcileContext {
+  request: Request;
+  /** Unique per reconcile call; also in every log line of `log`. */
+  reconcileId: string;
+  /** Aborted when the manager shuts down past its drain deadline or loses leadership. */
+  signal: AbortSignal;
+  /** Logger with controller, namespace, name and reconcileId bound. */
+  log: Logger;
+  /** Writes go straight to the API server. */
+  client: KubeClient;
+  /** Reads: the shared cache of `kind` (registered via for/owns/watches or mgr.cache). */
+  cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
+  recorder: EventRecorder;
+}
+
+/** Returns nothing (done), a requeue request, or throws (retried with backoff, unless TerminalError). */
+// biome-ignore lint/suspicious/noConfusingVoidType: lets `async (ctx) => { ... }` without a return be a Reconciler.
+export type Reconciler = (ctx: ReconcileContext) => Promise<ReconcileResult | undefined | void>;
