@@ -10,6 +10,7 @@ interface CommandModule {
 // Each helper owns its command file; add a line here when a command lands.
 const commands: Record<string, () => Promise<CommandModule>> = {
   cluster: () => import("./commands/cluster.ts"),
+  download: () => import("./commands/download.ts"),
 };
 
 async function usage(): Promise<string> {

@@ -1,0 +1,181 @@
+// `mlmodel download --uri URI --dest DIR [--sha256 HEX]`: what the download Job runs.
+// Exit 0 = DEST holds the complete model (or pvc:// content verified in place); exit 1 = failed,
+// with one line `<uri>: <Reason>: <detail>` on stderr and in the termination log.
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { progressIntervalMs, terminationLogEnv, terminationLogPath } from "../../downloader/contract.ts";
+import { normalizeSha256 } from "../../downloader/digest.ts";
+import { type DownloadOptions, defaultDownloadOptions, download } from "../../downloader/download.ts";
+import { DownloadError, failureLine, toDownloadError } from "../../downloader/errors.ts";
+import { formatBytes, Progress, progressLine } from "../../downloader/progress.ts";
+import { kubeConfigSender, StatusReporter, statusTargetFromEnv } from "../../downloader/status-reporter.ts";
+import { CliError } from "../errors.ts";
+
+export const summary = "Download a model into a directory (run by the download Job)";
+
+const help = `Usage: mlmodel download --uri URI --dest DIR [--sha256 HEX] [flags]
+
+URI forms: https://host/file, s3://bucket/prefix, gs://bucket/prefix,
+  azblob://account/container/prefix (or https://account.blob.core.windows.net/...),
+  hf://org/repo[@revision][/path], pvc://claim/path (verified in place, not copied)
+
+Flags:
+  --uri URI            where the model is (required)
+  --dest DIR           directory to publish into; must not exist or be replaceable (required but for pvc://)
+  --sha256 HEX         expected digest (of the object, or of the sorted manifest for a prefix)
+  --parallel N         files downloaded at once (default ${defaultDownloadOptions.parallel})
+  --max-size SIZE      refuse more than SIZE bytes in all, e.g. 50Gi (default 1Ti)
+  --max-expansion N    refuse archives that unpack to more than N times their size (default ${defaultDownloadOptions.maxExpansionRatio})
+  --no-extract         keep a .tar.gz/.tgz/.zip as it is
+  --retries N          attempts per request for transient errors (default ${defaultDownloadOptions.retry.attempts})
+  --quiet              no progress lines on stderr
+
+Credentials, CA bundle, progress reporting and the termination log: see docs/downloader.md.`;
+
+const sizeUnits: Record<string, number> = {
+  "": 1,
+  k: 1e3,
+  m: 1e6,
+  g: 1e9,
+  t: 1e12,
+  ki: 1024,
+  mi: 1024 ** 2,
+  gi: 1024 ** 3,
+  ti: 1024 ** 4,
+};
+
+export function parseSize(flag: string, value: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?$/i.exec(value.trim());
+  const unit = sizeUnits[(m?.[2] ?? "").toLowerCase()];
+  if (!m || unit === undefined)
+    throw new CliError(`${flag} "${value}" is not a size; expected e.g. 500Mi, 20Gi or 1073741824`, 2);
+  return Math.floor(Number(m[1]) * unit);
+}
+
+function parsePositiveInt(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new CliError(`${flag} "${value}" must be a whole number of at least 1`, 2);
+  return n;
+}
+
+function parseFlags(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        uri: { type: "string" },
+        dest: { type: "string" },
+        sha256: { type: "string" },
+        parallel: { type: "string" },
+        "max-size": { type: "string" },
+        "max-expansion": { type: "string" },
+        "no-extract": { type: "boolean" },
+        retries: { type: "string" },
+        quiet: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
+  }
+}
+
+function writeTerminationLog(line: string): void {
+  const path = process.env[terminationLogEnv] || terminationLogPath;
+  try {
+    writeFileSync(path, `${line}\n`);
+  } catch {
+    // Outside a pod /dev/termination-log does not exist; stderr has the line already.
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const flags = parseFlags(argv);
+  if (flags.help) {
+    console.log(help);
+    return 0;
+  }
+  if (!flags.uri) throw new CliError(`--uri is required\n\n${help}`, 2);
+  const uri = flags.uri;
+  const quiet = flags.quiet === true;
+  const log = (line: string) => {
+    if (!quiet) process.stderr.write(`${line}\n`);
+  };
+  const progress = new Progress();
+  const controller = new AbortController();
+  const reporter = await startReporter(log);
+  const timer = setInterval(() => {
+    const s = progress.snapshot();
+    reporter?.tick(s);
+    if (s.phase === "Downloading") log(progressLine(s));
+  }, progressIntervalMs);
+  timer.unref();
+  try {
+    const retry = {
+      ...defaultDownloadOptions.retry,
+      attempts: parsePositiveInt("--retries", flags.retries, defaultDownloadOptions.retry.attempts),
+    };
+    const opts: DownloadOptions = {
+      ...defaultDownloadOptions,
+      uri,
+      ...(flags.dest ? { dest: flags.dest } : {}),
+      ...(flags.sha256 ? { sha256: normalizeSha256(flags.sha256) } : {}),
+      parallel: parsePositiveInt("--parallel", flags.parallel, defaultDownloadOptions.parallel),
+      maxBytes: flags["max-size"]
+        ? parseSize("--max-size", flags["max-size"])
+        : defaultDownloadOptions.maxBytes,
+      maxExpansionRatio: parsePositiveInt(
+        "--max-expansion",
+        flags["max-expansion"],
+        defaultDownloadOptions.maxExpansionRatio,
+      ),
+      extract: flags["no-extract"] !== true,
+      retry,
+      env: process.env,
+      signal: controller.signal,
+      log,
+      progress,
+    };
+    const result = await download(opts);
+    progress.setPhase("Complete");
+    await reporter?.flush(progress.snapshot());
+    log(resultLine(result));
+    return 0;
+  } catch (raw) {
+    if (raw instanceof CliError) throw raw;
+    const err = raw instanceof DownloadError ? raw : toDownloadError(raw);
+    const line = failureLine(uri, err);
+    progress.setPhase("Failed", line);
+    await reporter?.flush(progress.snapshot());
+    process.stderr.write(`${line}\n`);
+    writeTerminationLog(line);
+    return 1;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function startReporter(log: (l: string) => void): Promise<StatusReporter | undefined> {
+  const target = statusTargetFromEnv(process.env);
+  if (!target) return undefined;
+  try {
+    return new StatusReporter(target, await kubeConfigSender(), log);
+  } catch (err) {
+    log(`warning: cannot report progress to ${target.namespace}/${target.name}: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
+function resultLine(r: Awaited<ReturnType<typeof download>>): string {
+  switch (r.state) {
+    case "AlreadyComplete":
+      return `already complete: ${r.dest} (sha256 ${r.marker.sha256})`;
+    case "Downloaded":
+      return `downloaded ${r.marker.files} file(s), ${formatBytes(r.marker.bytes)} into ${r.dest} (sha256 ${r.marker.sha256})`;
+    case "VerifiedInPlace":
+      return `verified in place: ${r.path} (sha256 ${r.sha256})`;
+  }
+}

@@ -1,0 +1,268 @@
+// The download as a sequence of explicit steps:
+//   complete? -> list -> fetch (bounded parallelism) -> verify -> [extract] -> mark -> publish
+// Everything happens in a sibling temporary directory; DEST appears by one rename, with the
+// completion marker already inside, so a killed Job never leaves a half model that looks whole.
+import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { archiveKind, extractArchive } from "./archive.ts";
+import {
+  type CompletionMarker,
+  completionMarkerName,
+  defaultPvcRoot,
+  partialDirFor,
+  pvcRootEnv,
+} from "./contract.ts";
+import { Credentials, type Env } from "./credentials.ts";
+import { checksumMismatch, contentDigest, type FileDigest, listFiles, sha256OfFile } from "./digest.ts";
+import { DownloadError } from "./errors.ts";
+import { type FetchContext, type FetchedFile, fetchFile } from "./fetch-file.ts";
+import { formatBytes, type Progress } from "./progress.ts";
+import { defaultRetryPolicy, type RetryPolicy, withRetry } from "./retry.ts";
+import { createSource } from "./sources/index.ts";
+import type { RemoteFile, Source } from "./sources/source.ts";
+import { type ModelLocation, parseModelUri } from "./uri.ts";
+
+export interface DownloadOptions {
+  uri: string;
+  /** Required for every scheme but pvc://. */
+  dest?: string;
+  /** Lowercase hex, already validated. */
+  sha256?: string;
+  parallel: number;
+  maxBytes: number;
+  /** Unpack a single .tar.gz/.tgz/.tar/.zip object (default true). */
+  extract: boolean;
+  maxExpansionRatio: number;
+  maxArchiveEntries: number;
+  retry: RetryPolicy;
+  env: Env;
+  signal: AbortSignal;
+  log: (line: string) => void;
+  progress: Progress;
+}
+
+export const defaultDownloadOptions = {
+  parallel: 4,
+  maxBytes: 1024 ** 4, // 1 TiB: a sanity bound, set lower per model with --max-size
+  extract: true,
+  maxExpansionRatio: 100,
+  maxArchiveEntries: 100_000,
+  retry: defaultRetryPolicy,
+} as const;
+
+export type DownloadResult =
+  | { state: "AlreadyComplete"; dest: string; marker: CompletionMarker }
+  | { state: "Downloaded"; dest: string; marker: CompletionMarker }
+  | { state: "VerifiedInPlace"; path: string; sha256: string };
+
+const stateFile = ".mlmodel-partial.json";
+
+async function readMarker(dest: string): Promise<CompletionMarker | undefined> {
+  try {
+    const m = JSON.parse(await readFile(join(dest, completionMarkerName), "utf8")) as CompletionMarker;
+    return m.version === 1 ? m : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A marker for the same URI (and digest, when one is asked for) means: nothing to do. */
+function markerSatisfies(m: CompletionMarker | undefined, opts: DownloadOptions): m is CompletionMarker {
+  return m !== undefined && m.uri === opts.uri && (opts.sha256 === undefined || m.sha256 === opts.sha256);
+}
+
+/** Keeps a partial directory only if it was started for this very URI; else starts afresh. */
+async function preparePartial(partial: string, uri: string, log: (l: string) => void): Promise<void> {
+  let owner: string | undefined;
+  try {
+    owner = (JSON.parse(await readFile(join(partial, stateFile), "utf8")) as { uri?: string }).uri;
+  } catch {
+    owner = undefined;
+  }
+  if (owner === uri) {
+    log(`resuming the partial download in ${partial}`);
+    return;
+  }
+  await rm(partial, { recursive: true, force: true });
+  await mkdir(partial, { recursive: true });
+  await writeFile(join(partial, stateFile), JSON.stringify({ uri }));
+}
+
+async function listWithRetry(source: Source, opts: DownloadOptions): Promise<RemoteFile[]> {
+  const files = await withRetry(opts.retry, opts.signal, () => source.list(opts.signal));
+  if (files.length === 0) {
+    throw new DownloadError("NotFound", "no object at this URI or under this prefix", {
+      hint: "check the URI",
+    });
+  }
+  const known = files.reduce((sum, f) => sum + (f.size ?? 0), 0);
+  if (known > opts.maxBytes) {
+    throw new DownloadError("TooLarge", `the objects add up to ${formatBytes(known)}`, {
+      hint: `the limit is ${formatBytes(opts.maxBytes)} (--max-size); raise it or check the URI`,
+    });
+  }
+  return files;
+}
+
+/** Runs `work` over `items` with at most `limit` at once; the first failure stops new starts. */
+async function mapBounded<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    while (!failed && next < items.length) {
+      const i = next++;
+      try {
+        results[i] = await work(items[i]!);
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+function verify(
+  files: readonly FileDigest[],
+  opts: DownloadOptions,
+): { sha256: string; digestOf: "file" | "tree" } {
+  const digest = contentDigest(files);
+  if (opts.sha256 !== undefined && digest.sha256 !== opts.sha256) {
+    const what = digest.digestOf === "file" ? files[0]!.path : `the ${files.length} files`;
+    throw checksumMismatch(what, digest.sha256, opts.sha256, digest.digestOf);
+  }
+  return digest;
+}
+
+/** Swaps `content` in as DEST: the old DEST (an incomplete or other model) goes away. */
+async function publish(content: string, dest: string, partial: string): Promise<void> {
+  const old = join(partial, "old");
+  await rm(old, { recursive: true, force: true });
+  try {
+    await rename(dest, old);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  await rename(content, dest);
+  await rm(partial, { recursive: true, force: true });
+}
+
+async function downloadToDest(
+  loc: Exclude<ModelLocation, { scheme: "pvc" }>,
+  dest: string,
+  opts: DownloadOptions,
+) {
+  const partial = partialDirFor(dest);
+  await preparePartial(partial, opts.uri, opts.log);
+  const source = await createSource(loc, new Credentials(opts.env));
+  try {
+    const files = await listWithRetry(source, opts);
+    opts.progress.setFiles(files);
+    opts.log(`${files.length} file(s)${sizeNote(opts.progress)} from ${opts.uri}`);
+    const downloadDir = join(partial, "download");
+    const ctx: FetchContext = { source, ...opts, maxBytes: opts.maxBytes };
+    const fetched = await mapBounded(files, opts.parallel, (f) => fetchFile(downloadDir, f, ctx));
+    opts.progress.setPhase("Verifying");
+    const digest = await verifyOrDiscard(fetched, opts, partial);
+    const content = await maybeExtract(fetched, downloadDir, partial, opts);
+    const marker: CompletionMarker = {
+      version: 1,
+      uri: opts.uri,
+      ...digest,
+      files: fetched.length,
+      bytes: fetched.reduce((s, f) => s + f.size, 0),
+      extracted: content !== downloadDir,
+      completedAt: new Date().toISOString(),
+    };
+    await writeFile(join(content, completionMarkerName), `${JSON.stringify(marker, null, 2)}\n`);
+    await publish(content, dest, partial);
+    return marker;
+  } finally {
+    await source.close?.();
+  }
+}
+
+function sizeNote(p: Progress): string {
+  const total = p.bytesTotal();
+  return total === undefined ? "" : `, ${formatBytes(total)}`;
+}
+
+/** A checksum failure throws the partial download away: a rerun must not resume bad bytes. */
+async function verifyOrDiscard(fetched: FetchedFile[], opts: DownloadOptions, partial: string) {
+  try {
+    return verify(fetched, opts);
+  } catch (err) {
+    await rm(partial, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+async function maybeExtract(
+  fetched: FetchedFile[],
+  downloadDir: string,
+  partial: string,
+  opts: DownloadOptions,
+) {
+  const only = fetched.length === 1 ? fetched[0]! : undefined;
+  const kind = only && opts.extract ? archiveKind(only.path) : undefined;
+  if (!only || !kind) return downloadDir;
+  opts.progress.setPhase("Extracting");
+  const content = join(partial, "content");
+  await rm(content, { recursive: true, force: true });
+  await mkdir(content, { recursive: true });
+  try {
+    await extractArchive(join(downloadDir, only.path), kind, content, {
+      maxBytes: opts.maxBytes,
+      maxRatio: opts.maxExpansionRatio,
+      maxEntries: opts.maxArchiveEntries,
+    });
+  } catch (err) {
+    // A refused archive is refused for good: drop everything so nothing of it survives.
+    await rm(partial, { recursive: true, force: true });
+    throw err;
+  }
+  return content;
+}
+
+/** pvc://claim/path: the claim is mounted already; check it is there (and its digest). */
+async function verifyPvc(loc: Extract<ModelLocation, { scheme: "pvc" }>, opts: DownloadOptions) {
+  const root = opts.env[pvcRootEnv] || defaultPvcRoot;
+  const path = join(root, loc.claim, loc.path);
+  const info = await stat(path).catch(() => undefined);
+  if (!info) {
+    throw new DownloadError("NotFound", `${path} does not exist`, {
+      hint: `check that claim ${loc.claim} holds ${loc.path || "the model"} and is mounted at ${join(root, loc.claim)}`,
+    });
+  }
+  const names = info.isDirectory() ? await listFiles(path) : [""];
+  if (names.length === 0) {
+    throw new DownloadError("NotFound", `${path} is an empty directory`, {
+      hint: `check claim ${loc.claim}`,
+    });
+  }
+  const digests = await Promise.all(
+    names.map(async (n) => ({ path: n || loc.path, sha256: await sha256OfFile(n ? join(path, n) : path) })),
+  );
+  return { path, sha256: verify(digests, opts).sha256 };
+}
+
+export async function download(opts: DownloadOptions): Promise<DownloadResult> {
+  const loc = parseModelUri(opts.uri);
+  if (loc.scheme === "pvc") return { state: "VerifiedInPlace", ...(await verifyPvc(loc, opts)) };
+  const dest = opts.dest;
+  if (!dest) {
+    throw new DownloadError("InvalidArgument", "--dest is missing", {
+      hint: "give the directory to publish the model into, e.g. --dest /mnt/models/resnet",
+    });
+  }
+  const existing = await readMarker(dest);
+  if (markerSatisfies(existing, opts)) return { state: "AlreadyComplete", dest, marker: existing };
+  const marker = await downloadToDest(loc, dest, opts);
+  return { state: "Downloaded", dest, marker };
+}

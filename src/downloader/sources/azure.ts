@@ -1,0 +1,111 @@
+// Azure Blob (azblob://account/container/prefix or https://account.blob.core.windows.net/...)
+// with @azure/storage-blob: a connection string, a SAS token, or anonymous for public containers.
+import type { Readable } from "node:stream";
+import { BlobServiceClient, type ContainerClient, type StoragePipelineOptions } from "@azure/storage-blob";
+import { credentialNames } from "../contract.ts";
+import type { Credentials } from "../credentials.ts";
+import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
+import { safeRelativePath } from "../paths.ts";
+import { type OpenedBody, parseContentRange, type RemoteFile, type Source } from "./source.ts";
+
+const names = credentialNames.azure;
+
+// Our retry loop decides what is transient and resumes mid-blob; the SDK's own would restart.
+const pipelineOptions: StoragePipelineOptions = { retryOptions: { maxTries: 1 } };
+
+function serviceClient(account: string, creds: Credentials): BlobServiceClient {
+  const connectionString = creds.get(names.connectionString);
+  if (connectionString) return BlobServiceClient.fromConnectionString(connectionString, pipelineOptions);
+  const endpoint = (creds.get(names.blobEndpoint) ?? `https://${account}.blob.core.windows.net`).replace(
+    /\/$/,
+    "",
+  );
+  const sas = creds.get(names.sasToken)?.replace(/^\?/, "");
+  return new BlobServiceClient(sas ? `${endpoint}?${sas}` : endpoint, undefined, pipelineOptions);
+}
+
+interface RestError {
+  statusCode?: number;
+  code?: string;
+}
+
+export class AzureSource implements Source {
+  private readonly container: ContainerClient;
+  private readonly prefix: string;
+  private readonly hint: string;
+  private readonly where: string;
+  constructor(loc: { account: string; container: string; prefix: string }, creds: Credentials) {
+    this.container = serviceClient(loc.account, creds).getContainerClient(loc.container);
+    this.prefix = loc.prefix;
+    this.where = `${loc.account}/${loc.container}`;
+    this.hint = creds.secretHint(`${names.connectionString} or ${names.sasToken}`);
+  }
+
+  private mapError(err: unknown, what: string): DownloadError {
+    const e = err as RestError;
+    if (e?.statusCode === undefined) return toDownloadError(err, this.hint);
+    if (e.code === "ContainerNotFound") {
+      return new DownloadError("NotFound", `container ${this.where} does not exist`, {
+        hint: "check the URI",
+      });
+    }
+    return errorForStatus(e.statusCode, `${what}: ${e.code ?? "error"}`, this.hint);
+  }
+
+  async list(signal: AbortSignal): Promise<RemoteFile[]> {
+    const files: RemoteFile[] = [];
+    const exact = this.prefix !== "" && !this.prefix.endsWith("/");
+    const dirPrefix = this.prefix === "" || this.prefix.endsWith("/") ? this.prefix : `${this.prefix}/`;
+    try {
+      // One listing by the bare prefix finds both the blob named exactly so and those under "prefix/".
+      for await (const blob of this.container.listBlobsFlat({ prefix: this.prefix, abortSignal: signal })) {
+        const size = blob.properties.contentLength ?? 0;
+        if (exact && blob.name === this.prefix) {
+          return [
+            {
+              path: safeRelativePath(blob.name.slice(blob.name.lastIndexOf("/") + 1), "object"),
+              size,
+              ref: blob.name,
+            },
+          ];
+        }
+        if (!blob.name.startsWith(dirPrefix) || blob.name.endsWith("/")) continue;
+        files.push({
+          path: safeRelativePath(blob.name.slice(dirPrefix.length), "object"),
+          size,
+          ref: blob.name,
+        });
+      }
+    } catch (err) {
+      throw this.mapError(err, `list ${this.where}/${this.prefix}`);
+    }
+    return files;
+  }
+
+  async open(
+    file: RemoteFile,
+    offset: number,
+    version: string | undefined,
+    signal: AbortSignal,
+  ): Promise<OpenedBody> {
+    const blob = this.container.getBlobClient(file.ref);
+    try {
+      const res = await blob.download(offset, undefined, {
+        abortSignal: signal,
+        maxRetryRequests: 0,
+        ...(offset > 0 && version ? { conditions: { ifMatch: version } } : {}),
+      });
+      const opened: OpenedBody = { body: res.readableStreamBody as Readable, offset };
+      const total = parseContentRange(res.contentRange)?.total;
+      if (total !== undefined) opened.size = total;
+      else if (res.contentLength !== undefined) opened.size = offset + res.contentLength;
+      if (res.etag) opened.version = res.etag;
+      return opened;
+    } catch (err) {
+      // 412: changed since the part was written; 416: the part is already as long as the blob.
+      const status = (err as RestError).statusCode;
+      if (offset > 0 && (status === 412 || status === 416)) return this.open(file, 0, undefined, signal);
+      throw this.mapError(err, `get ${this.where}/${file.ref}`);
+    }
+  }
+}

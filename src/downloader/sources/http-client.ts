@@ -1,0 +1,144 @@
+// One HTTP client for the stores spoken to over plain HTTP (https URLs, the HF hub, the GCS JSON
+// API): undici with the configured CA bundle, redirects followed (credentials are dropped on a
+// cross-origin hop by undici), ranged GETs and error mapping.
+import type { Readable } from "node:stream";
+import { Agent, type Dispatcher, interceptors, request } from "undici";
+import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
+import { type OpenedBody, parseContentRange } from "./source.ts";
+
+export interface HttpClientOptions {
+  ca?: string[];
+  /** Headers sent with every request (auth). */
+  headers?: Record<string, string>;
+  /** Headers computed per request (a short-lived OAuth token). */
+  dynamicHeaders?: () => Promise<Record<string, string>>;
+  /** Hint for 401/403, e.g. "check HF_TOKEN in Secret x". */
+  authHint: string;
+}
+
+export class HttpClient {
+  readonly dispatcher: Dispatcher;
+  readonly headers: Record<string, string>;
+  readonly authHint: string;
+  private readonly dynamicHeaders: (() => Promise<Record<string, string>>) | undefined;
+  constructor(opts: HttpClientOptions) {
+    const agent = new Agent({
+      connect: opts.ca ? { ca: opts.ca } : {},
+      // A stalled server fails the attempt (and it is retried) instead of hanging the Job.
+      headersTimeout: 60_000,
+      bodyTimeout: 60_000,
+    });
+    this.dispatcher = agent.compose(interceptors.redirect({ maxRedirections: 10 }));
+    this.headers = { "user-agent": "mlmodel-downloader", ...opts.headers };
+    this.authHint = opts.authHint;
+    this.dynamicHeaders = opts.dynamicHeaders;
+  }
+
+  async getJson<T>(url: string, signal: AbortSignal): Promise<{ data: T; headers: Record<string, unknown> }> {
+    const res = await this.send(url, {}, signal);
+    return { data: (await res.body.json()) as T, headers: res.headers };
+  }
+
+  /**
+   * GET from `offset`. With `version` (an ETag from an earlier response) the server is asked
+   * for the range only if the object is unchanged (If-Range); otherwise it sends it whole.
+   */
+  async getRange(
+    url: string,
+    offset: number,
+    version: string | undefined,
+    signal: AbortSignal,
+  ): Promise<OpenedBody> {
+    const headers: Record<string, string> = {};
+    if (offset > 0) {
+      headers.range = `bytes=${offset}-`;
+      if (version) headers["if-range"] = version;
+    }
+    const res = await this.send(url, headers, signal, offset > 0);
+    if (res.statusCode === 416) {
+      // Asked past the end: the part on disk is as long as (or longer than) the object.
+      await res.body.dump();
+      return this.getRange(url, 0, undefined, signal);
+    }
+    return openedBody(res, offset);
+  }
+
+  /** POSTs a form (an OAuth token request) and returns the JSON answer. */
+  async postForm<T>(url: string, form: Record<string, string>, signal: AbortSignal): Promise<T> {
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(url, {
+        dispatcher: this.dispatcher,
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", "user-agent": "mlmodel-downloader" },
+        body: new URLSearchParams(form).toString(),
+        signal,
+      });
+    } catch (err) {
+      throw toDownloadError(err);
+    }
+    if (res.statusCode >= 300) {
+      const text = await res.body.text();
+      throw errorForStatus(res.statusCode, `POST ${redact(url)}: ${text.slice(0, 200)}`, this.authHint);
+    }
+    return (await res.body.json()) as T;
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.close();
+  }
+
+  private async send(url: string, extra: Record<string, string>, signal: AbortSignal, ranged = false) {
+    let res: Dispatcher.ResponseData;
+    try {
+      const dynamic = this.dynamicHeaders ? await this.dynamicHeaders() : {};
+      res = await request(url, {
+        dispatcher: this.dispatcher,
+        headers: { ...this.headers, ...dynamic, ...extra },
+        signal,
+      });
+    } catch (err) {
+      throw toDownloadError(err);
+    }
+    if (ranged && res.statusCode === 416) return res;
+    if (res.statusCode >= 300) {
+      await res.body.dump();
+      throw errorForStatus(res.statusCode, `GET ${redact(url)}`, this.authHint);
+    }
+    return res;
+  }
+}
+
+function header(res: Dispatcher.ResponseData, name: string): string | undefined {
+  const v = res.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function openedBody(res: Dispatcher.ResponseData, asked: number): OpenedBody {
+  const etag = header(res, "etag") ?? header(res, "last-modified");
+  const version = etag && !etag.startsWith("W/") ? etag : undefined;
+  const length = header(res, "content-length");
+  const body = res.body as unknown as Readable;
+  if (res.statusCode === 206) {
+    const range = parseContentRange(header(res, "content-range"));
+    if (!range || range.start !== asked) {
+      throw new DownloadError("ServerError", `server answered a Range request with range ${range?.start}`, {
+        hint: `asked for bytes from ${asked}`,
+      });
+    }
+    return withOptional({ body, offset: asked }, range.total, version);
+  }
+  return withOptional({ body, offset: 0 }, length === undefined ? undefined : Number(length), version);
+}
+
+function withOptional(b: OpenedBody, size: number | undefined, version: string | undefined): OpenedBody {
+  if (size !== undefined && Number.isFinite(size)) b.size = size;
+  if (version !== undefined) b.version = version;
+  return b;
+}
+
+/** Drops a query string (it may hold a SAS or a signed-URL signature) from a URL for messages. */
+export function redact(url: string): string {
+  const q = url.indexOf("?");
+  return q < 0 ? url : `${url.slice(0, q)}?…`;
+}
