@@ -1,0 +1,317 @@
+/**
+ * The control plane's binaries: taken from a directory the user names
+ * (MLMODEL_CONTROLPLANE_BIN_DIR), else from a cache outside the repo keyed by version, else
+ * built from Go modules through the Go module proxy and put in that cache.
+ *
+ * A cache entry is a directory with the binaries and a manifest of their sha256 digests,
+ * written last: an entry without a manifest is an interrupted build, one whose digests do not
+ * match is corrupted, and both are rebuilt.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createReadStream, existsSync } from "node:fs";
+import { access, constants, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { binaryCacheDir, wrapperModulesDir } from "./paths.ts";
+import { versions } from "./versions.ts";
+
+export const binaryNames = [
+  "etcd",
+  "kube-apiserver",
+  "kube-controller-manager",
+  "kube-scheduler",
+  "kubectl",
+  "kwok",
+] as const;
+export type BinaryName = (typeof binaryNames)[number];
+export type BinaryPaths = Record<BinaryName, string>;
+
+export type ProgressFn = (line: string) => void;
+
+interface Recipe {
+  /** Cache key: one directory per component and version. */
+  key: string;
+  binaries: BinaryName[];
+  /** Go packages to build, and the module directory to build them from (undefined: `go install pkg@version`). */
+  packages: string[];
+  moduleDir?: string;
+  ldflags: string[];
+  /** What a cold build took on a 2-core machine, to set expectations. */
+  coldBuild: string;
+}
+
+const k8sVersion = versions.kubernetes;
+const [k8sMajor, k8sMinor] = k8sVersion.slice(1).split(".");
+const versionFlags = ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"].flatMap((pkg) => [
+  `-X ${pkg}.gitVersion=${k8sVersion}`,
+  `-X ${pkg}.gitMajor=${k8sMajor}`,
+  `-X ${pkg}.gitMinor=${k8sMinor}`,
+  `-X ${pkg}.gitTreeState=clean`,
+]);
+
+const recipes: Recipe[] = [
+  {
+    key: `kubernetes-${k8sVersion}`,
+    binaries: ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"],
+    packages: ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"].map(
+      (cmd) => `k8s.io/kubernetes/cmd/${cmd}`,
+    ),
+    moduleDir: join(wrapperModulesDir, "kubernetes"),
+    ldflags: ["-s", "-w", ...versionFlags],
+    coldBuild: "about 9 minutes",
+  },
+  {
+    key: `etcd-${versions.etcd}`,
+    binaries: ["etcd"],
+    packages: ["."],
+    moduleDir: join(wrapperModulesDir, "etcd"),
+    ldflags: ["-s", "-w"],
+    coldBuild: "about 1 minute",
+  },
+  {
+    key: `kwok-${versions.kwok}`,
+    binaries: ["kwok"],
+    packages: [`sigs.k8s.io/kwok/cmd/kwok@${versions.kwok}`],
+    ldflags: ["-s", "-w"],
+    coldBuild: "about 2 minutes",
+  },
+];
+
+export class BinaryError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "BinaryError";
+  }
+}
+
+const minimumGo = [1, 26] as const;
+
+/** Checks that a Go toolchain new enough for the wrapper modules is on PATH. */
+export function checkGoToolchain(): string {
+  const result = spawnSync("go", ["env", "GOVERSION"], { encoding: "utf8" });
+  if (result.error || result.status !== 0) {
+    throw new BinaryError(
+      "the local control plane's binaries are not cached and no Go toolchain was found on PATH to build them.\n" +
+        `  Install Go ${minimumGo.join(".")} or newer (https://go.dev/dl, or your distribution's package), or set\n` +
+        `  MLMODEL_CONTROLPLANE_BIN_DIR to a directory holding ${binaryNames.join(", ")}.`,
+    );
+  }
+  const version = result.stdout.trim();
+  const match = /^go(\d+)\.(\d+)/.exec(version);
+  const [major, minor] = match ? [Number(match[1]), Number(match[2])] : [0, 0];
+  if (major < minimumGo[0] || (major === minimumGo[0] && minor < minimumGo[1])) {
+    throw new BinaryError(
+      `Go ${minimumGo.join(".")} or newer is needed to build Kubernetes ${k8sVersion}; found ${version || "an unknown version"}.`,
+    );
+  }
+  return version;
+}
+
+async function sha256File(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+interface Manifest {
+  key: string;
+  digests: Record<string, string>;
+  goVersion: string;
+  buildSeconds: number;
+}
+
+type EntryState = { state: "ok" } | { state: "missing" } | { state: "corrupted"; why: string };
+
+async function inspectEntry(dir: string, recipe: Recipe): Promise<EntryState> {
+  const manifestPath = join(dir, "manifest.json");
+  if (!existsSync(dir)) return { state: "missing" };
+  if (!existsSync(manifestPath))
+    return { state: "corrupted", why: "no manifest.json (an interrupted build?)" };
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(await readFile(manifestPath, "utf8")) as Manifest;
+  } catch {
+    return { state: "corrupted", why: "unreadable manifest.json" };
+  }
+  for (const name of recipe.binaries) {
+    const path = join(dir, name);
+    try {
+      await access(path, constants.X_OK);
+    } catch {
+      return { state: "corrupted", why: `${name} is missing or not executable` };
+    }
+    if ((await sha256File(path)) !== manifest.digests[name]) {
+      return { state: "corrupted", why: `${name} does not match its recorded sha256` };
+    }
+  }
+  return { state: "ok" };
+}
+
+function formatDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  return s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
+}
+
+function goEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { ...process.env, CGO_ENABLED: "0", GOTOOLCHAIN: "local", GOFLAGS: "-buildvcs=false", ...extra };
+}
+
+/** Counts the packages a build will compile, so progress can be shown as a fraction. */
+function countPackages(recipe: Recipe): number | undefined {
+  if (!recipe.moduleDir) return undefined;
+  const result = spawnSync("go", ["list", "-deps", "-tags", "selinux,notest", ...recipe.packages], {
+    cwd: recipe.moduleDir,
+    env: goEnv(),
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return result.status === 0 ? result.stdout.split("\n").filter(Boolean).length : undefined;
+}
+
+function runGo(
+  args: string[],
+  cwd: string | undefined,
+  env: NodeJS.ProcessEnv,
+  onLine: () => void,
+): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn("go", args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let tail = "";
+    const collect = (chunk: Buffer) => {
+      const text = chunk.toString();
+      for (const line of text.split("\n")) if (line.trim()) onLine();
+      tail = (tail + text).slice(-8000);
+    };
+    child.stdout.on("data", collect);
+    child.stderr.on("data", collect);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code === 0) resolvePromise(tail);
+      else reject(new BinaryError(`go ${args[0]} failed (exit ${code}):\n${tail}`));
+    });
+  });
+}
+
+async function build(recipe: Recipe, dir: string, progress: ProgressFn): Promise<void> {
+  const goVersion = checkGoToolchain();
+  const staging = `${dir}.building-${process.pid}`;
+  await rm(staging, { recursive: true, force: true });
+  await mkdir(staging, { recursive: true });
+  const started = Date.now();
+  const total = countPackages(recipe);
+  let compiled = 0;
+  const report = () => {
+    const fraction = total ? ` ${Math.min(compiled, total)}/${total} packages` : ` ${compiled} packages`;
+    progress(`building ${recipe.key}:${fraction}, ${formatDuration(Date.now() - started)}`);
+  };
+  const timer = setInterval(report, 15_000);
+  try {
+    const common = ["-v", "-trimpath", "-tags", "selinux,notest", "-ldflags", recipe.ldflags.join(" ")];
+    if (recipe.moduleDir) {
+      const out = recipe.packages.length > 1 ? `${staging}/` : join(staging, recipe.binaries[0]!);
+      await runGo(
+        ["build", ...common, "-o", out, ...recipe.packages],
+        recipe.moduleDir,
+        goEnv(),
+        () => compiled++,
+      );
+    } else {
+      await runGo(
+        ["install", ...common, ...recipe.packages],
+        undefined,
+        goEnv({ GOBIN: staging }),
+        () => compiled++,
+      );
+    }
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true });
+    throw err;
+  } finally {
+    clearInterval(timer);
+  }
+  const digests: Record<string, string> = {};
+  for (const name of recipe.binaries) digests[name] = await sha256File(join(staging, name));
+  const buildSeconds = Math.round((Date.now() - started) / 1000);
+  const manifest: Manifest = { key: recipe.key, digests, goVersion, buildSeconds };
+  await writeFile(join(staging, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+  await rm(dir, { recursive: true, force: true });
+  await rename(staging, dir);
+  progress(`built ${recipe.key} in ${formatDuration(Date.now() - started)}`);
+}
+
+/** Serialises builds of one cache entry across processes (two test runs, say). */
+async function withBuildLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
+  const lockPath = `${dir}.lock`;
+  for (;;) {
+    try {
+      const handle = await open(lockPath, "wx");
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const holder = Number(await readFile(lockPath, "utf8").catch(() => "0"));
+      if (!holder || !isAlive(holder)) await rm(lockPath, { force: true });
+      else await new Promise((r) => setTimeout(r, 2000));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(lockPath, { force: true });
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function fromUserDir(dir: string): Promise<BinaryPaths> {
+  const missing: string[] = [];
+  const paths = {} as BinaryPaths;
+  for (const name of binaryNames) {
+    paths[name] = join(dir, name);
+    try {
+      await access(paths[name], constants.X_OK);
+    } catch {
+      missing.push(name);
+    }
+  }
+  if (missing.length > 0) {
+    throw new BinaryError(`MLMODEL_CONTROLPLANE_BIN_DIR=${dir} lacks executable ${missing.join(", ")}.`);
+  }
+  return paths;
+}
+
+/** Returns the path of every control-plane binary, building what the cache lacks. */
+export async function ensureBinaries(progress: ProgressFn = () => {}): Promise<BinaryPaths> {
+  const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
+  if (userDir) return fromUserDir(userDir);
+  const root = join(binaryCacheDir(), "controlplane");
+  await mkdir(root, { recursive: true });
+  const paths = {} as BinaryPaths;
+  for (const recipe of recipes) {
+    const dir = join(root, recipe.key);
+    let entry = await inspectEntry(dir, recipe);
+    if (entry.state !== "ok") {
+      await withBuildLock(dir, async () => {
+        entry = await inspectEntry(dir, recipe);
+        if (entry.state === "ok") return;
+        if (entry.state === "corrupted")
+          progress(`cache entry ${dir} is corrupted (${entry.why}); rebuilding`);
+        else
+          progress(
+            `${recipe.key} is not cached; building it from Go modules into ${dir} (cold: ${recipe.coldBuild} on 2 cores; later runs reuse it)`,
+          );
+        await build(recipe, dir, progress);
+      });
+    }
+    for (const name of recipe.binaries) paths[name] = join(dir, name);
+  }
+  return paths;
+}

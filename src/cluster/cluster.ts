@@ -1,0 +1,458 @@
+/**
+ * The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+ * kwok on 127.0.0.1, with its state (TLS material, kubeconfigs, etcd data, logs, pids) in one
+ * directory. `up` is all-or-nothing: when any component fails, everything started so far is
+ * stopped again and the error names the component and its log.
+ */
+import { existsSync } from "node:fs";
+import { mkdir, open, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join, resolve } from "node:path";
+import { type BinaryPaths, ensureBinaries, isAlive, type ProgressFn } from "./binaries.ts";
+import {
+  adminClient,
+  createFakeNodes,
+  waitForDefaultServiceAccount,
+  waitForNodesReady,
+} from "./bootstrap.ts";
+import { renderKubeconfig } from "./kubeconfig.ts";
+import { kwokStagesFile } from "./paths.ts";
+import { generatePki } from "./pki.ts";
+import {
+  ComponentError,
+  isOurs,
+  type ProcessRecord,
+  probe,
+  startProcess,
+  stopProcess,
+  waitUntil,
+} from "./process.ts";
+import { type Component, versions } from "./versions.ts";
+
+export class ClusterError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ClusterError";
+  }
+}
+
+export interface Ports {
+  etcdClient: number;
+  etcdPeer: number;
+  apiserver: number;
+  controllerManager: number;
+  scheduler: number;
+  kwok: number;
+}
+
+export interface ClusterState {
+  version: 1;
+  dir: string;
+  kubeconfig: string;
+  server: string;
+  etcdEndpoint: string;
+  ports: Ports;
+  processes: ProcessRecord[];
+  kubernetesVersion: string;
+  startedAt: string;
+}
+
+export interface UpOptions {
+  dir: string;
+  /** Fixed API server port; a free one is picked when absent. */
+  apiserverPort?: number;
+  nodes?: number;
+  progress?: ProgressFn;
+}
+
+const stateFile = (dir: string) => join(dir, "state.json");
+export const kubeconfigPath = (dir: string) => join(dir, "admin.kubeconfig");
+
+export async function readState(dir: string): Promise<ClusterState | undefined> {
+  try {
+    return JSON.parse(await readFile(stateFile(resolve(dir)), "utf8")) as ClusterState;
+  } catch {
+    return undefined;
+  }
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const server = createServer();
+    server.once("error", () => resolvePromise(false));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () =>
+      server.close(() => resolvePromise(true)),
+    );
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen({ port: 0, host: "127.0.0.1" }, () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolvePromise(address.port) : reject()));
+    });
+  });
+}
+
+async function allocatePorts(apiserverPort?: number): Promise<Ports> {
+  if (apiserverPort !== undefined) {
+    if (!Number.isInteger(apiserverPort) || apiserverPort < 1 || apiserverPort > 65535) {
+      throw new ClusterError(`--apiserver-port ${apiserverPort} is not a port number (1-65535)`);
+    }
+    if (!(await portFree(apiserverPort))) {
+      throw new ClusterError(
+        `port ${apiserverPort} on 127.0.0.1 is already in use; pick another --apiserver-port, or omit it to use a free port`,
+      );
+    }
+  }
+  const ports: number[] = [];
+  while (ports.length < 6) {
+    const port = await freePort();
+    if (port !== apiserverPort && !ports.includes(port)) ports.push(port);
+  }
+  const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kwok] = ports as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  return { etcdClient, etcdPeer, apiserver: apiserverPort ?? apiserver, controllerManager, scheduler, kwok };
+}
+
+/** Refuses a second `up` on a live cluster; clears what a dead one left behind. */
+async function claimDir(dir: string, progress: ProgressFn): Promise<() => Promise<void>> {
+  await mkdir(dir, { recursive: true });
+  const lockPath = join(dir, "up.lock");
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(lockPath, "wx");
+  } catch {
+    const holder = Number(await readFile(lockPath, "utf8").catch(() => "0"));
+    if (holder && isAlive(holder)) {
+      throw new ClusterError(
+        `another \`mlmodel cluster up\` (pid ${holder}) is starting a cluster in ${dir}`,
+      );
+    }
+    await rm(lockPath, { force: true });
+    handle = await open(lockPath, "wx");
+  }
+  await handle.writeFile(String(process.pid));
+  await handle.close();
+  const release = () => rm(lockPath, { force: true });
+  const previous = await readState(dir);
+  if (previous) {
+    const alive = [];
+    for (const record of previous.processes) if (await isOurs(record)) alive.push(record.component);
+    if (alive.length > 0) {
+      await release();
+      throw new ClusterError(
+        `a cluster is already running in ${dir} (${previous.server}; ${alive.join(", ")} up).\n` +
+          `  Use it (KUBECONFIG=${previous.kubeconfig}), or stop it first: mlmodel cluster down --dir ${dir}`,
+      );
+    }
+    progress(`clearing the state of a cluster that is no longer running in ${dir}`);
+  }
+  for (const stale of ["state.json", "etcd", "pki", "logs", "admin.kubeconfig", "kubeconfigs"]) {
+    await rm(join(dir, stale), { recursive: true, force: true });
+  }
+  return release;
+}
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+# Writes only, at Metadata level: enough to count who wrote what (tests prove zero-write
+# steady states and single-leader writes from this log) at little cost.
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+`;
+
+function componentArgs(dir: string, ports: Ports): Record<Component, string[]> {
+  const pki = (name: string) => join(dir, "pki", name);
+  const kubeconfig = (name: string) => join(dir, "kubeconfigs", `${name}.kubeconfig`);
+  return {
+    etcd: [
+      "--name=mlmodel-local",
+      `--data-dir=${join(dir, "etcd")}`,
+      `--listen-client-urls=http://127.0.0.1:${ports.etcdClient}`,
+      `--advertise-client-urls=http://127.0.0.1:${ports.etcdClient}`,
+      `--listen-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
+      `--initial-cluster=mlmodel-local=http://127.0.0.1:${ports.etcdPeer}`,
+      // A throwaway test cluster: durability is not worth the fsync latency.
+      "--unsafe-no-fsync",
+      "--quota-backend-bytes=8589934592",
+      "--log-level=warn",
+    ],
+    "kube-apiserver": [
+      `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      `--secure-port=${ports.apiserver}`,
+      `--tls-cert-file=${pki("apiserver.crt")}`,
+      `--tls-private-key-file=${pki("apiserver.key")}`,
+      `--client-ca-file=${pki("ca.crt")}`,
+      `--service-account-key-file=${pki("sa.pub")}`,
+      `--service-account-signing-key-file=${pki("sa.key")}`,
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      "--service-cluster-ip-range=10.96.0.0/16",
+      "--authorization-mode=RBAC",
+      "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
+      `--audit-policy-file=${join(dir, "audit-policy.yaml")}`,
+      `--audit-log-path=${join(dir, "logs", "audit.log")}`,
+      "--audit-log-maxsize=200",
+      "--audit-log-maxbackup=2",
+      "--profiling=false",
+      "--v=1",
+    ],
+    "kube-controller-manager": [
+      `--kubeconfig=${kubeconfig("kube-controller-manager")}`,
+      `--authentication-kubeconfig=${kubeconfig("kube-controller-manager")}`,
+      `--authorization-kubeconfig=${kubeconfig("kube-controller-manager")}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${ports.controllerManager}`,
+      `--cert-dir=${join(dir, "pki", "kube-controller-manager")}`,
+      `--service-account-private-key-file=${pki("sa.key")}`,
+      `--root-ca-file=${pki("ca.crt")}`,
+      "--use-service-account-credentials=true",
+      "--leader-elect=false",
+      "--controllers=*",
+      // Faster than the defaults, so a test sees garbage collection and node status promptly.
+      "--concurrent-gc-syncs=20",
+      "--v=1",
+    ],
+    "kube-scheduler": [
+      `--kubeconfig=${kubeconfig("kube-scheduler")}`,
+      `--authentication-kubeconfig=${kubeconfig("kube-scheduler")}`,
+      `--authorization-kubeconfig=${kubeconfig("kube-scheduler")}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${ports.scheduler}`,
+      "--leader-elect=false",
+      "--v=1",
+    ],
+    kwok: [
+      `--kubeconfig=${kubeconfig("kwok")}`,
+      `--config=${kwokStagesFile}`,
+      "--manage-all-nodes=false",
+      "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+      `--server-address=127.0.0.1:${ports.kwok}`,
+      // Node leases keep the node-lifecycle controller from tainting our fake nodes.
+      "--node-lease-duration-seconds=40",
+      "--cidr=10.244.0.0/16",
+      "--node-ip=10.0.0.1",
+    ],
+  };
+}
+
+const binaryOf: Record<Component, keyof BinaryPaths> = {
+  etcd: "etcd",
+  "kube-apiserver": "kube-apiserver",
+  "kube-controller-manager": "kube-controller-manager",
+  "kube-scheduler": "kube-scheduler",
+  kwok: "kwok",
+};
+
+async function writeMaterial(dir: string, ports: Ports): Promise<string> {
+  const pki = await generatePki();
+  const pkiDir = join(dir, "pki");
+  await mkdir(join(pkiDir, "kube-controller-manager"), { recursive: true });
+  await mkdir(join(dir, "kubeconfigs"), { recursive: true });
+  await mkdir(join(dir, "logs"), { recursive: true });
+  const files: Record<string, string> = {
+    "ca.crt": pki.ca.certPem,
+    "ca.key": pki.ca.keyPem,
+    "apiserver.crt": pki.apiserver.certPem,
+    "apiserver.key": pki.apiserver.keyPem,
+    "sa.pub": pki.serviceAccount.publicKeyPem,
+    "sa.key": pki.serviceAccount.privateKeyPem,
+  };
+  for (const [name, content] of Object.entries(files)) {
+    await writeFile(join(pkiDir, name), content, { mode: name.endsWith(".key") ? 0o600 : 0o644 });
+  }
+  const server = `https://127.0.0.1:${ports.apiserver}`;
+  for (const [identity, pair] of Object.entries(pki.clients)) {
+    const content = renderKubeconfig({
+      server,
+      caPem: pki.ca.certPem,
+      certPem: pair.certPem,
+      keyPem: pair.keyPem,
+      user: identity,
+    });
+    const path =
+      identity === "admin" ? kubeconfigPath(dir) : join(dir, "kubeconfigs", `${identity}.kubeconfig`);
+    await writeFile(path, content, { mode: 0o600 });
+  }
+  await writeFile(join(dir, "audit-policy.yaml"), auditPolicy);
+  return server;
+}
+
+async function waitHealthy(
+  record: ProcessRecord,
+  url: string,
+  tls: { ca?: string; cert?: string; key?: string },
+  timeoutMs: number,
+): Promise<void> {
+  await waitUntil(record, "healthy", async () => (await probe({ url, ...tls })).code === 200, timeoutMs);
+}
+
+/** Starts a cluster in `options.dir`, or explains why it cannot. Returns its state. */
+export async function up(options: UpOptions): Promise<ClusterState> {
+  const dir = resolve(options.dir);
+  const progress = options.progress ?? (() => {});
+  const release = await claimDir(dir, progress);
+  const started: ProcessRecord[] = [];
+  try {
+    const paths = await ensureBinaries(progress);
+    const t0 = Date.now();
+    const ports = await allocatePorts(options.apiserverPort);
+    const server = await writeMaterial(dir, ports);
+    const args = componentArgs(dir, ports);
+    const start = (component: Component) => {
+      const record = startProcess(
+        component,
+        paths[binaryOf[component]],
+        args[component],
+        join(dir, "logs", `${component}.log`),
+      );
+      started.push(record);
+      return record;
+    };
+    const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8");
+
+    const etcd = start("etcd");
+    await waitUntil(
+      etcd,
+      "healthy",
+      async () =>
+        (await probe({ url: `http://127.0.0.1:${ports.etcdClient}/health` })).body.includes(
+          '"health":"true"',
+        ),
+      30_000,
+    );
+    progress("etcd is up");
+
+    const apiserver = start("kube-apiserver");
+    await waitHealthy(apiserver, `${server}/readyz`, { ca }, 90_000);
+    progress(`kube-apiserver is ready at ${server}`);
+
+    const controllerManager = start("kube-controller-manager");
+    const scheduler = start("kube-scheduler");
+    const kwok = start("kwok");
+    await Promise.all([
+      waitHealthy(controllerManager, `https://127.0.0.1:${ports.controllerManager}/healthz`, {}, 60_000),
+      waitHealthy(scheduler, `https://127.0.0.1:${ports.scheduler}/healthz`, {}, 60_000),
+      waitUntil(
+        kwok,
+        "healthy",
+        async () => (await probe({ url: `http://127.0.0.1:${ports.kwok}/healthz` })).code === 200,
+        60_000,
+      ),
+    ]);
+    progress("kube-controller-manager, kube-scheduler and kwok are up");
+
+    const client = adminClient(kubeconfigPath(dir));
+    const nodes = await createFakeNodes(client, options.nodes ?? 3);
+    await waitUntil(kwok, "making the fake nodes Ready", () => waitForNodesReady(client, nodes), 60_000);
+    await waitUntil(
+      controllerManager,
+      "creating service accounts",
+      () => waitForDefaultServiceAccount(client),
+      60_000,
+    );
+    progress(
+      `${nodes.length} kwok nodes are Ready (${nodes.join(", ")}); control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
+    );
+
+    const state: ClusterState = {
+      version: 1,
+      dir,
+      kubeconfig: kubeconfigPath(dir),
+      server,
+      etcdEndpoint: `http://127.0.0.1:${ports.etcdClient}`,
+      ports,
+      processes: started,
+      kubernetesVersion: versions.kubernetes,
+      startedAt: new Date().toISOString(),
+    };
+    await writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
+    return state;
+  } catch (err) {
+    for (const record of started.reverse()) await stopProcess(record, 2000);
+    if (err instanceof ComponentError)
+      throw new ClusterError(`the local control plane did not start: ${err.message}`);
+    throw err;
+  } finally {
+    await release();
+  }
+}
+
+/** Stops every process of the cluster in `dir` and removes its state. */
+export async function down(dirOption: string): Promise<{ stopped: Component[] } | undefined> {
+  const dir = resolve(dirOption);
+  const state = await readState(dir);
+  if (!state) {
+    if (existsSync(dir)) await rm(dir, { recursive: true, force: true });
+    return undefined;
+  }
+  const stopped: Component[] = [];
+  // Reverse start order: clients before the API server, the API server before etcd.
+  for (const record of [...state.processes].reverse()) {
+    if (await isOurs(record)) {
+      await stopProcess(record);
+      stopped.push(record.component);
+    }
+  }
+  await rm(dir, { recursive: true, force: true });
+  return { stopped };
+}
+
+export interface ComponentHealth {
+  component: Component;
+  pid: number;
+  running: boolean;
+  healthy: boolean;
+  detail: string;
+}
+
+/** Health of each component of the cluster in `dir`, or undefined when there is none. */
+export async function status(
+  dirOption: string,
+): Promise<{ state: ClusterState; components: ComponentHealth[] } | undefined> {
+  const dir = resolve(dirOption);
+  const state = await readState(dir);
+  if (!state) return undefined;
+  const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8").catch(() => undefined);
+  const urls: Record<Component, string> = {
+    etcd: `${state.etcdEndpoint}/health`,
+    "kube-apiserver": `${state.server}/readyz`,
+    "kube-controller-manager": `https://127.0.0.1:${state.ports.controllerManager}/healthz`,
+    "kube-scheduler": `https://127.0.0.1:${state.ports.scheduler}/healthz`,
+    kwok: `http://127.0.0.1:${state.ports.kwok}/healthz`,
+  };
+  const components: ComponentHealth[] = [];
+  for (const record of state.processes) {
+    const running = await isOurs(record);
+    const result = running
+      ? await probe({
+          url: urls[record.component],
+          ca: record.component === "kube-apiserver" ? ca : undefined,
+        })
+      : { code: 0, body: "" };
+    const healthy =
+      result.code === 200 && (record.component !== "etcd" || result.body.includes('"health":"true"'));
+    const detail = !running
+      ? `not running (log: ${record.log})`
+      : healthy
+        ? urls[record.component]
+        : `unhealthy: HTTP ${result.code || "no answer"} from ${urls[record.component]}`;
+    components.push({ component: record.component, pid: record.pid, running, healthy, detail });
+  }
+  return { state, components };
+}

@@ -1,0 +1,15 @@
+/** The local control plane, as a library: the CLI and the test harness both use it. */
+export { BinaryError, binaryNames, ensureBinaries } from "./binaries.ts";
+export {
+  ClusterError,
+  type ClusterState,
+  type ComponentHealth,
+  down,
+  kubeconfigPath,
+  readState,
+  status,
+  type UpOptions,
+  up,
+} from "./cluster.ts";
+export { defaultClusterDir } from "./paths.ts";
+export { versions } from "./versions.ts";

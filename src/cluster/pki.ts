@@ -1,0 +1,147 @@
+/**
+ * TLS material for the local control plane: one CA, the API server's serving certificate,
+ * one client certificate per component (all in system:masters, with distinct common names
+ * so the audit log says who wrote what), and the service-account signing key pair.
+ *
+ * ECDSA P-256 throughout: key generation takes milliseconds where RSA takes a second.
+ */
+import { webcrypto } from "node:crypto";
+// @peculiar/x509 resolves its ASN.1 schemas through tsyringe, which needs this polyfill.
+import "reflect-metadata";
+import * as x509 from "@peculiar/x509";
+
+x509.cryptoProvider.set(webcrypto as never);
+
+type CryptoKey = webcrypto.CryptoKey;
+type CryptoKeyPair = webcrypto.CryptoKeyPair;
+
+const algorithm = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
+const validityDays = 365;
+
+export interface KeyPair {
+  certPem: string;
+  keyPem: string;
+}
+
+export interface ClusterPki {
+  ca: KeyPair;
+  apiserver: KeyPair;
+  clients: Record<string, KeyPair>;
+  serviceAccount: { publicKeyPem: string; privateKeyPem: string };
+}
+
+function pem(label: string, der: ArrayBuffer): string {
+  const b64 = Buffer.from(der).toString("base64");
+  const lines = b64.match(/.{1,64}/g) ?? [];
+  return `-----BEGIN ${label}-----\n${lines.join("\n")}\n-----END ${label}-----\n`;
+}
+
+async function newKeys(): Promise<CryptoKeyPair> {
+  return (await webcrypto.subtle.generateKey(algorithm, true, ["sign", "verify"])) as CryptoKeyPair;
+}
+
+async function privateKeyPem(key: CryptoKey): Promise<string> {
+  return pem("PRIVATE KEY", await webcrypto.subtle.exportKey("pkcs8", key));
+}
+
+function validity(): { notBefore: Date; notAfter: Date } {
+  // Back-date a little so that a slightly skewed clock does not reject a fresh cert.
+  const notBefore = new Date(Date.now() - 60 * 60 * 1000);
+  const notAfter = new Date(Date.now() + validityDays * 24 * 60 * 60 * 1000);
+  return { notBefore, notAfter };
+}
+
+function serial(): string {
+  return Buffer.from(webcrypto.getRandomValues(new Uint8Array(16)))
+    .toString("hex")
+    .replace(/^[89a-f]/, "1");
+}
+
+async function createCa(): Promise<{ cert: x509.X509Certificate; keys: CryptoKeyPair }> {
+  const keys = await newKeys();
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: serial(),
+    name: "CN=mlmodel-local-ca",
+    ...validity(),
+    signingAlgorithm: algorithm,
+    keys,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  return { cert, keys };
+}
+
+interface LeafOptions {
+  subject: string;
+  usage: "server" | "client";
+  ips?: string[];
+  dnsNames?: string[];
+}
+
+async function createLeaf(
+  ca: { cert: x509.X509Certificate; keys: CryptoKeyPair },
+  options: LeafOptions,
+): Promise<KeyPair> {
+  const keys = await newKeys();
+  const extensions: x509.Extension[] = [
+    new x509.BasicConstraintsExtension(false, undefined, true),
+    new x509.KeyUsagesExtension(
+      x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment,
+      true,
+    ),
+    new x509.ExtendedKeyUsageExtension([
+      options.usage === "server" ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth,
+    ]),
+    await x509.AuthorityKeyIdentifierExtension.create(ca.keys.publicKey),
+  ];
+  const altNames = [
+    ...(options.ips ?? []).map((value) => ({ type: "ip" as const, value })),
+    ...(options.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })),
+  ];
+  if (altNames.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(altNames));
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(),
+    subject: options.subject,
+    issuer: ca.cert.subject,
+    ...validity(),
+    signingAlgorithm: algorithm,
+    publicKey: keys.publicKey,
+    signingKey: ca.keys.privateKey,
+    extensions,
+  });
+  return { certPem: cert.toString("pem"), keyPem: await privateKeyPem(keys.privateKey) };
+}
+
+/** Client identities the control plane's own components use. */
+export const clientIdentities = ["admin", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
+
+export async function generatePki(): Promise<ClusterPki> {
+  const ca = await createCa();
+  const apiserver = await createLeaf(ca, {
+    subject: "CN=kube-apiserver",
+    usage: "server",
+    ips: ["127.0.0.1", "10.96.0.1"],
+    dnsNames: ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+  });
+  const clients: Record<string, KeyPair> = {};
+  for (const identity of clientIdentities) {
+    const commonName = identity === "admin" ? "mlmodel-admin" : `system:${identity}`;
+    clients[identity] = await createLeaf(ca, {
+      subject: `CN=${commonName}, O=system:masters`,
+      usage: "client",
+    });
+  }
+  const saKeys = await newKeys();
+  return {
+    ca: { certPem: ca.cert.toString("pem"), keyPem: await privateKeyPem(ca.keys.privateKey) },
+    apiserver,
+    clients,
+    serviceAccount: {
+      publicKeyPem: pem("PUBLIC KEY", await webcrypto.subtle.exportKey("spki", saKeys.publicKey)),
+      privateKeyPem: await privateKeyPem(saKeys.privateKey),
+    },
+  };
+}

@@ -1,0 +1,140 @@
+/**
+ * Starting and stopping the control plane's processes. They run detached, each with its log
+ * in a file, so that `mlmodel cluster up` can return and `mlmodel cluster down` (another
+ * process, later) can stop them by pid.
+ */
+import { spawn } from "node:child_process";
+import { openSync, readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import http, { type IncomingMessage } from "node:http";
+import https from "node:https";
+import { isAlive } from "./binaries.ts";
+import type { Component } from "./versions.ts";
+
+export interface ProcessRecord {
+  component: Component;
+  pid: number;
+  binary: string;
+  log: string;
+}
+
+export class ComponentError extends Error {
+  readonly component: Component;
+  readonly log: string;
+  constructor(component: Component, log: string, why: string) {
+    super(`${component} ${why}; its log is ${log}${tailOf(log)}`);
+    this.name = "ComponentError";
+    this.component = component;
+    this.log = log;
+  }
+}
+
+function tailOf(log: string): string {
+  try {
+    const lines = readFileSync(log, "utf8").trimEnd().split("\n").slice(-8);
+    return lines.length && lines[0] ? `\n  last lines:\n    ${lines.join("\n    ")}` : "";
+  } catch {
+    return "";
+  }
+}
+
+export function startProcess(
+  component: Component,
+  binary: string,
+  args: string[],
+  log: string,
+): ProcessRecord {
+  const fd = openSync(log, "a");
+  const child = spawn(binary, args, { detached: true, stdio: ["ignore", fd, fd] });
+  child.unref();
+  if (child.pid === undefined) throw new ComponentError(component, log, "could not be started");
+  return { component, pid: child.pid, binary, log };
+}
+
+/** True when pid is alive and still runs the binary we started (pids get reused). */
+export async function isOurs(record: ProcessRecord): Promise<boolean> {
+  if (!isAlive(record.pid)) return false;
+  try {
+    const cmdline = await readFile(`/proc/${record.pid}/cmdline`, "utf8");
+    return cmdline.split("\0")[0] === record.binary;
+  } catch {
+    // No /proc (not Linux): trust the pid.
+    return true;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function stopProcess(record: ProcessRecord, graceMs = 5000): Promise<void> {
+  if (!(await isOurs(record))) return;
+  process.kill(record.pid, "SIGTERM");
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(record.pid)) return;
+    await sleep(50);
+  }
+  if (isAlive(record.pid)) process.kill(record.pid, "SIGKILL");
+  while (isAlive(record.pid)) await sleep(20);
+}
+
+export interface HealthTarget {
+  url: string;
+  ca?: string;
+  cert?: string;
+  key?: string;
+}
+
+/** One GET; resolves to the status code (0 when the connection failed) and the body. */
+export function probe(target: HealthTarget, timeoutMs = 2000): Promise<{ code: number; body: string }> {
+  return new Promise((resolve) => {
+    const url = new URL(target.url);
+    const onResponse = (res: IncomingMessage) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        body += chunk;
+      });
+      res.on("end", () => resolve({ code: res.statusCode ?? 0, body }));
+      res.on("error", () => resolve({ code: 0, body }));
+    };
+    const request =
+      url.protocol === "https:"
+        ? https.get(
+            url,
+            {
+              ca: target.ca,
+              cert: target.cert,
+              key: target.key,
+              // Controller-manager and scheduler serve self-signed certs of their own.
+              rejectUnauthorized: target.ca !== undefined,
+              timeout: timeoutMs,
+            },
+            onResponse,
+          )
+        : http.get(url, { timeout: timeoutMs }, onResponse);
+    request.on("error", () => resolve({ code: 0, body: "" }));
+    request.on("timeout", () => request.destroy());
+  });
+}
+
+/**
+ * Waits until `check` passes, failing fast (with the component's log) if the process dies,
+ * and with a timeout that names the component.
+ */
+export async function waitUntil(
+  record: ProcessRecord,
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (!isAlive(record.pid))
+      throw new ComponentError(record.component, record.log, "exited during start-up");
+    if (await check()) return;
+    if (Date.now() > deadline) {
+      throw new ComponentError(record.component, record.log, `was not ${what} after ${timeoutMs / 1000}s`);
+    }
+    await sleep(100);
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * What integration and e2e tests share: the real control plane that `scripts/test.ts` started
+ * (reached through KUBECONFIG), a namespace per test, and a polling helper.
+ *
+ * Tests never talk to a fake API server. A test run without KUBECONFIG fails loudly rather
+ * than skipping, so that "no cluster" can never pass as "all green".
+ */
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+
+export function kubeConfig(): KubeConfig {
+  const path = process.env.KUBECONFIG;
+  if (!path) {
+    throw new Error(
+      "KUBECONFIG is not set: run integration tests through `npm test` (scripts/test.ts), which starts a real control plane",
+    );
+  }
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  return kc;
+}
+
+export function coreApi(kc = kubeConfig()): CoreV1Api {
+  return kc.makeApiClient(CoreV1Api);
+}
+
+/** Facts about the local control plane started for this run (absent on an external cluster). */
+export interface LocalCluster {
+  dir: string;
+  etcdEndpoint: string;
+  auditLog: string;
+  server: string;
+}
+
+export function localCluster(): LocalCluster | undefined {
+  const dir = process.env.MLMODEL_TEST_CLUSTER_DIR;
+  if (!dir) return undefined;
+  const state = JSON.parse(readFileSync(join(dir, "state.json"), "utf8")) as {
+    etcdEndpoint: string;
+    server: string;
+  };
+  return {
+    dir,
+    etcdEndpoint: state.etcdEndpoint,
+    server: state.server,
+    auditLog: join(dir, "logs", "audit.log"),
+  };
+}
+
+export interface TestNamespace {
+  name: string;
+  /** Deletes the namespace; waits until it is gone when `wait` is set. */
+  delete(wait?: boolean): Promise<void>;
+}
+
+/**
+ * A fresh namespace for one test. `podSecurity: "restricted"` labels it to enforce the
+ * restricted Pod Security level, so the API server rejects pods that do not meet it.
+ */
+export async function createNamespace(
+  prefix: string,
+  options: { podSecurity?: "restricted" | "baseline" | "privileged"; labels?: Record<string, string> } = {},
+): Promise<TestNamespace> {
+  const core = coreApi();
+  const name = `${prefix}-${randomBytes(3).toString("hex")}`.toLowerCase();
+  const labels: Record<string, string> = { "mlmodel.dev/test": "true", ...options.labels };
+  if (options.podSecurity) {
+    labels["pod-security.kubernetes.io/enforce"] = options.podSecurity;
+    labels["pod-security.kubernetes.io/enforce-version"] = "latest";
+  }
+  await core.createNamespace({ body: { metadata: { name, labels } } });
+  await waitFor(`service account default in ${name}`, async () => {
+    try {
+      await core.readNamespacedServiceAccount({ name: "default", namespace: name });
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  return {
+    name,
+    async delete(wait = false) {
+      await core.deleteNamespace({ name }).catch(() => {});
+      if (wait) {
+        await waitFor(`namespace ${name} to be deleted`, async () => {
+          try {
+            await core.readNamespace({ name });
+            return false;
+          } catch {
+            return true;
+          }
+        });
+      }
+    },
+  };
+}
+
+/**
+ * Polls `check` until it returns a truthy value and returns that value. The timeout is a
+ * liveness bound (a stuck test must end), not a performance assertion: keep it generous.
+ */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false | null>,
+  options: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const intervalMs = options.intervalMs ?? 200;
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      const suffix = lastError ? ` (last error: ${(lastError as Error).message})` : "";
+      throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${suffix}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}

@@ -1,0 +1,92 @@
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { parseAllDocuments } from "yaml";
+import { renderKubeconfig } from "../../../src/cluster/kubeconfig.ts";
+import { kwokStagesFile, wrapperModulesDir } from "../../../src/cluster/paths.ts";
+import { generatePki } from "../../../src/cluster/pki.ts";
+import { versions } from "../../../src/cluster/versions.ts";
+
+describe("pinned versions", () => {
+  it("match the Go wrapper modules", () => {
+    const k8s = readFileSync(join(wrapperModulesDir, "kubernetes", "go.mod"), "utf8");
+    assert.match(k8s, new RegExp(`\\tk8s\\.io/kubernetes ${versions.kubernetes.replaceAll(".", "\\.")}\\b`));
+    const staging = versions.kubernetes.replace(/^v1\./, "v0.");
+    const replaces = [...k8s.matchAll(/^\t(k8s\.io\/\S+) => \S+ (\S+)$/gm)];
+    assert.ok(replaces.length >= 30, "every staging module is replaced");
+    for (const [, module, version] of replaces) assert.equal(version, staging, module);
+    const etcd = readFileSync(join(wrapperModulesDir, "etcd", "go.mod"), "utf8");
+    assert.match(
+      etcd,
+      new RegExp(`go\\.etcd\\.io/etcd/server/v3 ${versions.etcd.replaceAll(".", "\\.")}\\b`),
+    );
+  });
+});
+
+describe("kwok stages", () => {
+  const stages = parseAllDocuments(readFileSync(kwokStagesFile, "utf8")).map(
+    (d) =>
+      d.toJS() as {
+        kind: string;
+        metadata: { name: string };
+        spec: { resourceRef: { kind: string } };
+      },
+  );
+  it("cover the normal pod and node life", () => {
+    const names = stages.map((s) => s.metadata.name);
+    for (const needed of ["node-initialize", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete"]) {
+      assert.ok(names.includes(needed), needed);
+    }
+  });
+  it("offer the opt-in failure modes", () => {
+    const names = stages.map((s) => s.metadata.name);
+    for (const mode of ["crash-loop", "image-pull-error", "never-ready", "job-failure"]) {
+      assert.ok(names.includes(`simulate-${mode}`), mode);
+    }
+    for (const s of stages) assert.equal(s.kind, "Stage");
+  });
+});
+
+describe("pki", () => {
+  it("issues certificates that chain to the CA with the right identities", async () => {
+    const pki = await generatePki();
+    const dir = tmpdir();
+    const file = (name: string, content: string) => {
+      const path = join(dir, `mlmodel-pki-test-${process.pid}-${name}`);
+      writeFileSync(path, content);
+      return path;
+    };
+    const ca = file("ca.pem", pki.ca.certPem);
+    const verify = (cert: string) =>
+      execFileSync("openssl", ["verify", "-CAfile", ca, file("leaf.pem", cert)], { encoding: "utf8" });
+    assert.match(verify(pki.apiserver.certPem), /OK/);
+    assert.match(verify(pki.clients.admin!.certPem), /OK/);
+    const subject = execFileSync(
+      "openssl",
+      ["x509", "-noout", "-subject", "-in", file("admin.pem", pki.clients.admin!.certPem)],
+      { encoding: "utf8" },
+    );
+    assert.match(subject, /O ?= ?system:masters/);
+    const sans = execFileSync(
+      "openssl",
+      ["x509", "-noout", "-ext", "subjectAltName", "-in", file("srv.pem", pki.apiserver.certPem)],
+      { encoding: "utf8" },
+    );
+    assert.match(sans, /IP Address:127\.0\.0\.1/);
+  });
+
+  it("renders a self-contained kubeconfig", () => {
+    const text = renderKubeconfig({
+      server: "https://127.0.0.1:1",
+      caPem: "CA",
+      certPem: "CERT",
+      keyPem: "KEY",
+      user: "admin",
+    });
+    assert.match(text, /certificate-authority-data: Q0E=/);
+    assert.match(text, /current-context: mlmodel-local/);
+  });
+});
