@@ -72,6 +72,9 @@ export class S3Source implements Source {
     const e = err as SdkError;
     const status = e?.$metadata?.httpStatusCode;
     const code = e?.Code ?? e?.name;
+    if (e?.name === "CredentialsProviderError") {
+      return new DownloadError("AccessDenied", (err as Error).message, { hint: this.hint });
+    }
     if (status === undefined) return toDownloadError(err, this.hint);
     const mapped = errorForStatus(status, `${what}: ${code ?? "error"}`, this.hint);
     if (code === "NoSuchBucket")
