@@ -104,6 +104,7 @@ function apiBase(creds: Credentials): string {
 
 export class GcsSource implements Source {
   private readonly client: HttpClient;
+  private readonly tokenClient: HttpClient;
   private readonly base: string;
   private readonly bucket: string;
   private readonly key: string;
@@ -117,8 +118,8 @@ export class GcsSource implements Source {
       authHint: creds.secretHint(`${names.serviceAccountFile} (the service account's access)`),
       ...(ca ? { ca } : {}),
     };
-    const tokenClient = new HttpClient(common);
-    const tokens = sa ? new TokenSource(sa.key, tokenClient) : undefined;
+    this.tokenClient = new HttpClient(common);
+    const tokens = sa ? new TokenSource(sa.key, this.tokenClient) : undefined;
     this.client = new HttpClient({
       ...common,
       ...(tokens ? { dynamicHeaders: () => tokens.headers() } : {}),
@@ -174,7 +175,7 @@ export class GcsSource implements Source {
     return this.client.getRange(file.ref, offset, undefined, signal);
   }
 
-  close(): Promise<void> {
-    return this.client.close();
+  async close(): Promise<void> {
+    await Promise.all([this.client.close(), this.tokenClient.close()]);
   }
 }

@@ -1,0 +1,126 @@
+// `mlmodel download` from Azure Blob against Azurite (the Azure Storage emulator from npm) on
+// loopback: a connection string, a SAS token, and a SAS that does not grant reading.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { BlobServiceClient, ContainerSASPermissions, SASProtocol } from "@azure/storage-blob";
+import {
+  azuriteBinary,
+  freePort,
+  httpAnswers,
+  randomBytes,
+  runDownload,
+  type Started,
+  startProcess,
+  tempDir,
+} from "./servers.ts";
+
+// Azurite's documented development account (public, fixed in the emulator).
+const account = "devstoreaccount1";
+const accountKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+describe("azblob:// downloads (Azurite)", () => {
+  let azurite: Started;
+  let work: string;
+  let endpoint: string;
+  let connectionString: string;
+  let readSas: string;
+  let listOnlySas: string;
+  const blobs: Record<string, Buffer> = {
+    "llama/tokenizer.json": Buffer.from('{"model": {"type": "BPE"}}'),
+    "llama/shards/model-00001.safetensors": randomBytes(1_200_000, 11),
+    "llama/shards/model-00002.safetensors": randomBytes(900_000, 12),
+  };
+
+  before(async () => {
+    work = tempDir("azure");
+    const port = await freePort();
+    endpoint = `http://127.0.0.1:${port}/${account}`;
+    azurite = await startProcess(
+      azuriteBinary(),
+      [
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        String(port),
+        "--silent",
+        "--skipApiVersionCheck",
+        "--inMemoryPersistence",
+      ],
+      `http://127.0.0.1:${port}`,
+      httpAnswers,
+    );
+    connectionString = `DefaultEndpointsProtocol=http;AccountName=${account};AccountKey=${accountKey};BlobEndpoint=${endpoint};`;
+    const container = BlobServiceClient.fromConnectionString(connectionString).getContainerClient("models");
+    await container.create();
+    for (const [name, body] of Object.entries(blobs))
+      await container.getBlockBlobClient(name).uploadData(body);
+    const expiresOn = new Date(Date.now() + 3600_000);
+    readSas = (
+      await container.generateSasUrl({
+        permissions: ContainerSASPermissions.parse("rl"),
+        expiresOn,
+        protocol: SASProtocol.HttpsAndHttp,
+      })
+    ).split("?")[1]!;
+    listOnlySas = (
+      await container.generateSasUrl({
+        permissions: ContainerSASPermissions.parse("l"),
+        expiresOn,
+        protocol: SASProtocol.HttpsAndHttp,
+      })
+    ).split("?")[1]!;
+  });
+  after(() => azurite?.stop());
+
+  it("downloads a prefix with a connection string", async () => {
+    const dest = join(work, "cs");
+    const res = await runDownload(["--uri", `azblob://${account}/models/llama`, "--dest", dest], {
+      AZURE_STORAGE_CONNECTION_STRING: connectionString,
+    });
+    assert.equal(res.code, 0, res.stderr);
+    for (const [name, body] of Object.entries(blobs))
+      assert.deepEqual(readFileSync(join(dest, name.slice("llama/".length))), body, name);
+  });
+
+  it("downloads one blob with a SAS token (leading ? accepted)", async () => {
+    const dest = join(work, "sas");
+    const res = await runDownload(
+      ["--uri", `azblob://${account}/models/llama/shards/model-00002.safetensors`, "--dest", dest],
+      {
+        AZURE_STORAGE_SAS_TOKEN: `?${readSas}`,
+        AZURE_STORAGE_BLOB_ENDPOINT: endpoint,
+      },
+    );
+    assert.equal(res.code, 0, res.stderr);
+    assert.deepEqual(
+      readFileSync(join(dest, "model-00002.safetensors")),
+      blobs["llama/shards/model-00002.safetensors"],
+    );
+  });
+
+  it("reports a SAS without read permission as AccessDenied, naming the Secret keys", async () => {
+    const res = await runDownload(
+      ["--uri", `azblob://${account}/models/llama/tokenizer.json`, "--dest", join(work, "denied")],
+      {
+        AZURE_STORAGE_SAS_TOKEN: listOnlySas,
+        AZURE_STORAGE_BLOB_ENDPOINT: endpoint,
+        MLMODEL_CREDENTIALS_SECRET: "azure-creds",
+      },
+    );
+    assert.equal(res.code, 1);
+    assert.match(
+      res.stderr,
+      /: AccessDenied: .*HTTP 403.*check AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_SAS_TOKEN in Secret azure-creds/,
+    );
+  });
+
+  it("names a missing container as NotFound", async () => {
+    const res = await runDownload(["--uri", `azblob://${account}/nothere/x`, "--dest", join(work, "nc")], {
+      AZURE_STORAGE_CONNECTION_STRING: connectionString,
+    });
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /NotFound: container devstoreaccount1\/nothere does not exist/);
+  });
+});
