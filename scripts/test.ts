@@ -7,13 +7,16 @@
  *   node scripts/test.ts --unit          unit tests only (no cluster)
  *   node scripts/test.ts --only PATH...  just these files or directories
  *   node scripts/test.ts --keep-cluster  leave the cluster running afterwards (prints its dir)
+ *
+ * MLMODEL_TEST_CLUSTER_DIR=DIR reuses a cluster started with `mlmodel cluster up --dir DIR`
+ * (the fast loop while developing); MLMODEL_TEST_KUBECONFIG=PATH runs against another cluster.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { down, up } from "../src/cluster/index.ts";
+import { down, readState, up } from "../src/cluster/index.ts";
 
 const root = resolve(import.meta.dirname, "..");
 const { values, positionals } = parseArgs({
@@ -61,7 +64,16 @@ if (!values["skip-checks"] && !values.only) {
 let clusterDir: string | undefined;
 const env: NodeJS.ProcessEnv = { ...process.env };
 if (needsCluster) {
-  if (process.env.MLMODEL_TEST_KUBECONFIG) {
+  const reuse = process.env.MLMODEL_TEST_CLUSTER_DIR;
+  const reused = reuse ? await readState(reuse) : undefined;
+  if (reuse && !reused) {
+    console.error(`# MLMODEL_TEST_CLUSTER_DIR=${reuse} holds no running cluster; start one with: mlmodel cluster up --dir ${reuse}`);
+    process.exit(1);
+  }
+  if (reused) {
+    env.KUBECONFIG = reused.kubeconfig;
+    console.log(`# reusing the local control plane in ${reuse} (left running afterwards)`);
+  } else if (process.env.MLMODEL_TEST_KUBECONFIG) {
     env.KUBECONFIG = process.env.MLMODEL_TEST_KUBECONFIG;
     console.log(`# using the cluster in MLMODEL_TEST_KUBECONFIG=${env.KUBECONFIG}`);
   } else {

@@ -204,6 +204,8 @@ function componentArgs(dir: string, ports: Ports): Record<Component, string[]> {
       "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
       "--service-cluster-ip-range=10.96.0.0/16",
       "--authorization-mode=RBAC",
+      // As on real clusters: Pod Security admission, not this switch, decides what may run.
+      "--allow-privileged=true",
       "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
       `--audit-policy-file=${join(dir, "audit-policy.yaml")}`,
       `--audit-log-path=${join(dir, "logs", "audit.log")}`,

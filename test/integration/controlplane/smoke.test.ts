@@ -137,19 +137,21 @@ describe("local control plane", () => {
   });
 
   it("enforces the restricted Pod Security level", async () => {
-    await assert.rejects(
+    // The API server answers with JSON, so the quotes in its message arrive escaped.
+    const violates = (err: Error) => /violates PodSecurity \\?"restricted/.test(String((err as { body?: string }).body));
+    const pod = (name: string, securityContext?: object) =>
       core.createNamespacedPod({
         namespace: ns.name,
-        body: {
-          metadata: { name: "privileged" },
-          spec: { containers: [{ name: "c", image: "busybox:1", securityContext: { privileged: true } }] },
-        },
-      }),
-      (err: Error) =>
-        /violates PodSecurity "restricted/.test(String((err as { body?: string }).body ?? err.message)),
-    );
+        body: { metadata: { name }, spec: { containers: [{ name: "c", image: "busybox:1", securityContext }] } },
+      });
+    await assert.rejects(pod("privileged", { privileged: true }), violates);
+    await assert.rejects(pod("unhardened"), violates);
+    const allowed = await core.createNamespacedPod({
+      namespace: ns.name,
+      body: { metadata: { name: "hardened" }, spec: { containers: [restrictedContainer("c", "busybox:1")] } },
+    });
+    assert.equal(allowed.metadata?.name, "hardened");
   });
-
   it("finishes deleting a namespace", async () => {
     const doomed = await createNamespace("doomed");
     await core.createNamespacedConfigMap({ namespace: doomed.name, body: { metadata: { name: "x" } } });
