@@ -1,0 +1,471 @@
+/**
+ * The MLModel kind: one model, served. The schema below is the single source of truth: the
+ * CRD in deploy/crds is generated from it and the TypeScript types are derived from it.
+ */
+import { conditions, envList, matching, objectName, port, quantity, stringList } from "./fragments.ts";
+import type { KubeObjectOf } from "./object.ts";
+import type { FromSchema } from "./schema-types.ts";
+
+// URI schemes the downloader understands, plus pvc:// (mounted, never copied).
+export const modelUriSchemes = ["s3", "gs", "http", "https", "hf", "pvc"] as const;
+
+const modelSpec = {
+  type: "object",
+  description:
+    "Where the model lives and what it is. Give uri (downloaded once into storage, or mounted in place for pvc://), or configMapRef (a TensorFlow Serving model config file whose base paths the server reads itself), or neither when spec.image already contains the model (then set path).",
+  properties: {
+    uri: {
+      type: "string",
+      description:
+        "Location of the model: s3://bucket/prefix, gs://bucket/prefix, https://host/file.tar.gz, hf://org/repo, or pvc://claim-name/sub/path to serve from an existing PersistentVolumeClaim without copying.",
+      minLength: 1,
+      maxLength: 2048,
+      "x-kubernetes-validations": [
+        {
+          rule: "self.matches('^(s3|gs|https?|hf|pvc)://[^\\\\s]+$')",
+          messageExpression:
+            "'must be s3://, gs://, http://, https://, hf:// or pvc:// followed by a location without spaces, got \"' + self + '\"'",
+          reason: "FieldValueInvalid",
+        },
+        {
+          rule: "!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/.*)?$')",
+          messageExpression:
+            "'a pvc:// URI names a PersistentVolumeClaim in the same namespace, e.g. pvc://models/resnet; got \"' + self + '\"'",
+          reason: "FieldValueInvalid",
+        },
+      ],
+    },
+    format: {
+      type: "string",
+      description:
+        "Model format, e.g. tensorflow, onnx, pytorch, tensorrt, sklearn, xgboost, lightgbm, mlflow. Picks a runtime that supports it when spec.runtime is empty.",
+      maxLength: 63,
+      ...matching("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "a lowercase word such as tensorflow, onnx or sklearn"),
+    },
+    name: {
+      type: "string",
+      description:
+        "Name the server publishes the model under (the $(MODEL_NAME) of the runtime's arguments and readiness path). Defaults to the MLModel's name. With a TensorFlow Serving model config file, set it to a model listed in that file.",
+      maxLength: 253,
+      ...matching(
+        "^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        "letters, digits, '.', '_' and '-', starting with a letter or digit",
+      ),
+    },
+    version: {
+      type: "string",
+      description:
+        "Model version. TensorFlow Serving and Triton read versions from numbered sub-directories: the model is downloaded into <base path>/<version>, so use an integer for them.",
+      maxLength: 63,
+      ...matching(
+        "^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        "letters, digits, '.', '_' and '-', starting with a letter or digit",
+      ),
+    },
+    sha256: {
+      type: "string",
+      description:
+        "Expected SHA-256 of the downloaded file (64 lowercase hex digits). The download fails on mismatch.",
+      maxLength: 64,
+      ...matching("^[a-f0-9]{64}$", "64 lowercase hexadecimal digits (the SHA-256 of the model file)"),
+    },
+    path: {
+      type: "string",
+      description:
+        "Path of the model inside the serving container, for a custom spec.image that already contains it (no download). Exposed to the container as MODEL_DIR.",
+      maxLength: 4096,
+      ...matching("^/", "an absolute path starting with /"),
+    },
+    credentialsSecretRef: {
+      type: "object",
+      description:
+        "A Secret in the same namespace with credentials for the model's storage. Its keys become environment variables of the download and serving containers (e.g. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, HF_TOKEN) and are mounted as files under /var/run/secrets/mlmodel/credentials.",
+      required: ["name"],
+      properties: {
+        name: objectName("Name of the Secret."),
+        googleCredentialsKey: {
+          type: "string",
+          description:
+            "Key of the Secret holding a Google service-account JSON key; GOOGLE_APPLICATION_CREDENTIALS then points at its mounted file.",
+          maxLength: 253,
+          ...matching("^[-._a-zA-Z0-9]+$", "a key made of letters, digits, '-', '_' and '.'"),
+        },
+      },
+    },
+    configMapRef: {
+      type: "object",
+      description:
+        "A ConfigMap key holding a TensorFlow Serving model config file (--model_config_file); it is mounted read-only and exposed as $(MODEL_CONFIG_FILE).",
+      required: ["name", "key"],
+      properties: {
+        name: objectName("Name of the ConfigMap in the same namespace."),
+        key: {
+          type: "string",
+          description: "Key of the ConfigMap that holds the file, e.g. models.config.",
+          maxLength: 253,
+          ...matching("^[-._a-zA-Z0-9]+$", "a key made of letters, digits, '-', '_' and '.'"),
+        },
+      },
+    },
+  },
+} as const;
+
+const endpointSpec = {
+  type: "object",
+  description: "How the model is reached: protocols, ports and the Service type.",
+  default: {},
+  properties: {
+    protocol: {
+      type: "string",
+      description:
+        "Protocols to expose: REST, gRPC or Both. Defaults to every protocol the runtime supports (REST for a custom image without grpcPort).",
+      enum: ["REST", "gRPC", "Both"],
+    },
+    restPort: port(
+      "Port of the REST (HTTP) API, on the container and the Service. Defaults to the runtime's.",
+    ),
+    grpcPort: port("Port of the gRPC API, on the container and the Service. Defaults to the runtime's."),
+    serviceType: {
+      type: "string",
+      description: "Type of the Service: ClusterIP (in-cluster only), NodePort or LoadBalancer.",
+      enum: ["ClusterIP", "NodePort", "LoadBalancer"],
+      default: "ClusterIP",
+    },
+  },
+  "x-kubernetes-validations": [
+    {
+      rule: "!has(self.restPort) || !has(self.grpcPort) || self.restPort != self.grpcPort",
+      message: "restPort and grpcPort must differ",
+      fieldPath: ".grpcPort",
+      reason: "FieldValueInvalid",
+    },
+  ],
+} as const;
+
+const autoscalingSpec = {
+  type: "object",
+  description:
+    "Scale between minReplicas and maxReplicas on CPU use (a HorizontalPodAutoscaler). Excludes replicas.",
+  required: ["maxReplicas"],
+  properties: {
+    minReplicas: { type: "integer", description: "Fewest replicas.", minimum: 1, maximum: 1000, default: 1 },
+    maxReplicas: { type: "integer", description: "Most replicas.", minimum: 1, maximum: 1000 },
+    targetCPUUtilizationPercentage: {
+      type: "integer",
+      description: "Average CPU use, in percent of the CPU request, the autoscaler aims for.",
+      minimum: 1,
+      maximum: 100,
+      default: 80,
+    },
+  },
+  "x-kubernetes-validations": [
+    {
+      rule: "self.maxReplicas >= self.minReplicas",
+      message: "maxReplicas must be greater than or equal to minReplicas",
+      fieldPath: ".maxReplicas",
+      reason: "FieldValueInvalid",
+    },
+  ],
+} as const;
+
+const resourcesSpec = {
+  type: "object",
+  description:
+    "Compute resources of each serving replica. cpu and memory are requests; limits caps them; gpu requests whole nvidia.com/gpu devices.",
+  properties: {
+    cpu: quantity("CPU request, e.g. 500m or 2."),
+    memory: quantity("Memory request, e.g. 1Gi."),
+    gpu: {
+      type: "integer",
+      description: "Number of NVIDIA GPUs (nvidia.com/gpu) per replica.",
+      minimum: 0,
+      maximum: 64,
+    },
+    limits: {
+      type: "object",
+      description: "Upper bounds; when absent the container may use what the node has free.",
+      properties: {
+        cpu: quantity("CPU limit."),
+        memory: quantity("Memory limit; the container is killed beyond it."),
+      },
+    },
+  },
+} as const;
+
+const storageSpec = {
+  type: "object",
+  description:
+    "The PersistentVolumeClaim the model is downloaded into and served from. Not used for pvc:// URIs (the user's claim is mounted in place) nor for models read by the server itself.",
+  default: {},
+  properties: {
+    size: { ...quantity("Size of the claim; must hold the unpacked model."), default: "10Gi" },
+    storageClassName: objectName("StorageClass of the claim; the cluster default when empty."),
+    accessMode: {
+      type: "string",
+      description:
+        "Access mode of the claim. ReadWriteOnce works when all replicas share a node; use ReadWriteMany (or ReadOnlyMany-capable storage) to spread replicas across nodes.",
+      enum: ["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"],
+      default: "ReadWriteOnce",
+    },
+  },
+} as const;
+
+const rolloutSpec = {
+  type: "object",
+  description:
+    "How a new model version or setting rolls out. The defaults keep every old replica serving until a new one is ready (no downtime).",
+  default: {},
+  properties: {
+    maxUnavailable: {
+      description: "Replicas (or percent) that may be unavailable during a rollout.",
+      anyOf: [{ type: "integer" }, { type: "string" }],
+      "x-kubernetes-int-or-string": true,
+      default: 0,
+    },
+    maxSurge: {
+      description: "Extra replicas (or percent) created during a rollout.",
+      anyOf: [{ type: "integer" }, { type: "string" }],
+      "x-kubernetes-int-or-string": true,
+      default: 1,
+    },
+    progressDeadlineSeconds: {
+      type: "integer",
+      description:
+        "Seconds a rollout may make no progress before it is reported as failed (reason ProgressDeadlineExceeded).",
+      minimum: 30,
+      maximum: 86400,
+      default: 600,
+    },
+  },
+  "x-kubernetes-validations": [
+    {
+      rule: "!(has(self.maxUnavailable) && has(self.maxSurge) && self.maxUnavailable == 0 && self.maxSurge == 0)",
+      message: "maxUnavailable and maxSurge cannot both be 0: the rollout could never replace a replica",
+      fieldPath: ".maxSurge",
+      reason: "FieldValueInvalid",
+    },
+  ],
+} as const;
+
+const toleration = {
+  type: "object",
+  description: "A toleration, as in a Pod spec.",
+  properties: {
+    key: {
+      type: "string",
+      description: "Taint key; empty with operator Exists matches every taint.",
+      maxLength: 316,
+    },
+    operator: { type: "string", description: "Exists or Equal.", enum: ["Exists", "Equal"] },
+    value: { type: "string", description: "Taint value for operator Equal.", maxLength: 63 },
+    effect: {
+      type: "string",
+      description: "NoSchedule, PreferNoSchedule or NoExecute; empty matches all.",
+      enum: ["NoSchedule", "PreferNoSchedule", "NoExecute"],
+    },
+    tolerationSeconds: { type: "integer", description: "For NoExecute: how long the pod stays bound." },
+  },
+} as const;
+
+const placementSpec = {
+  type: "object",
+  description: "Where serving pods may run.",
+  properties: {
+    nodeSelector: {
+      type: "object",
+      description: "Node labels a node must have, e.g. {accelerator: nvidia-a100}.",
+      additionalProperties: { type: "string" },
+    },
+    tolerations: { type: "array", description: "Taints the pods tolerate.", maxItems: 32, items: toleration },
+    affinity: {
+      type: "object",
+      description:
+        "Pod affinity rules, exactly as in a Pod spec (nodeAffinity, podAffinity, podAntiAffinity).",
+      "x-kubernetes-preserve-unknown-fields": true,
+    },
+  },
+} as const;
+
+export const mlModelSpecSchema = {
+  type: "object",
+  description: "Desired state: a model, the runtime that serves it, and how it is exposed and scaled.",
+  required: ["model"],
+  properties: {
+    model: modelSpec,
+    runtime: objectName(
+      "Name of a ServingRuntime in this namespace or a ClusterServingRuntime (built in: tensorflow-serving, triton, mlserver, torchserve). When empty, the runtime is chosen by model.format; with spec.image set, none is needed.",
+    ),
+    image: {
+      type: "string",
+      description:
+        "Serving image. Overrides the runtime's image, or with no runtime runs a custom server (set command/args/env and endpoint ports).",
+      minLength: 1,
+      maxLength: 1024,
+      ...matching(
+        "^[^\\s]+$",
+        "an image reference without spaces, e.g. registry.example.com/team/server:1.0",
+      ),
+    },
+    command: stringList("Entrypoint of the serving container; replaces the runtime's."),
+    args: stringList(
+      "Arguments of the serving container; replace the runtime's. $(MODEL_NAME), $(MODEL_DIR), $(MODEL_VERSION), $(MODEL_CONFIG_FILE), $(REST_PORT) and $(GRPC_PORT) are expanded.",
+    ),
+    env: envList(
+      "Extra environment variables of the serving container (added to the runtime's, same names win).",
+    ),
+    endpoint: endpointSpec,
+    replicas: {
+      type: "integer",
+      description:
+        "Number of serving replicas (default 1). Excludes autoscaling. Also set by `kubectl scale`.",
+      minimum: 0,
+      maximum: 1000,
+    },
+    autoscaling: autoscalingSpec,
+    resources: resourcesSpec,
+    storage: storageSpec,
+    rollout: rolloutSpec,
+    startupTimeoutSeconds: {
+      type: "integer",
+      description:
+        "Seconds a replica may take to load the model before it is restarted (a startup probe). Large models need more; the runtime's default applies when empty.",
+      minimum: 10,
+      maximum: 86400,
+    },
+    placement: placementSpec,
+    serviceAccountName: objectName("ServiceAccount of the serving pods (e.g. for workload identity)."),
+  },
+  "x-kubernetes-validations": [
+    {
+      rule: "!(has(self.replicas) && has(self.autoscaling))",
+      message: "set either replicas or autoscaling, not both",
+      fieldPath: ".autoscaling",
+      reason: "FieldValueForbidden",
+    },
+    {
+      rule: "has(self.model.uri) || has(self.model.configMapRef) || has(self.image)",
+      message:
+        "model.uri is required (or model.configMapRef for a TensorFlow Serving model config file, or image for a custom image that contains the model)",
+      fieldPath: ".model.uri",
+      reason: "FieldValueRequired",
+    },
+    {
+      rule: "has(self.runtime) || has(self.model.format) || has(self.image)",
+      message:
+        "say how to serve the model: set model.format (e.g. tensorflow, onnx, sklearn), runtime (e.g. tensorflow-serving) or image",
+      fieldPath: ".model.format",
+      reason: "FieldValueRequired",
+    },
+    {
+      rule: "!has(self.model.sha256) || (has(self.model.uri) && !self.model.uri.startsWith('pvc://'))",
+      message: "model.sha256 checks a download, so it needs a model.uri that is downloaded (not pvc://)",
+      fieldPath: ".model.sha256",
+      reason: "FieldValueInvalid",
+    },
+    {
+      rule: "!has(self.model.path) || has(self.image)",
+      message: "model.path names a path inside a custom image: set image too, or use model.uri",
+      fieldPath: ".model.path",
+      reason: "FieldValueInvalid",
+    },
+  ],
+} as const;
+
+// Two writers share status.download: the operator owns job, jobState and attempts (from the
+// Job); the downloader pod owns the progress fields (see src/downloader/contract.ts).
+const downloadStatus = {
+  type: "object",
+  description: "The model download of the current content (uri, version, sha256).",
+  properties: {
+    job: { type: "string", description: "Name of the download Job." },
+    jobState: {
+      type: "string",
+      description: "State of the download Job: Pending, Running, Succeeded or Failed.",
+      enum: ["Pending", "Running", "Succeeded", "Failed"],
+    },
+    attempts: { type: "integer", description: "Download pods started so far." },
+    phase: {
+      type: "string",
+      description: "Progress reported by the downloader.",
+      enum: ["Downloading", "Verifying", "Extracting", "Complete", "Failed"],
+    },
+    bytesDone: { type: "integer", description: "Bytes on disk so far." },
+    bytesTotal: { type: "integer", description: "Bytes expected, when the source says." },
+    bytesPerSecond: { type: "number", description: "Recent transfer rate." },
+    filesDone: { type: "integer", description: "Files complete." },
+    filesTotal: { type: "integer", description: "Files expected, when known." },
+    startedAt: { type: "string", format: "date-time", description: "When the download started." },
+    updatedAt: { type: "string", format: "date-time", description: "When progress was last reported." },
+    finishedAt: { type: "string", format: "date-time", description: "When it finished." },
+    message: { type: "string", description: "The downloader's failure message." },
+  },
+} as const;
+
+const revisionStatus = {
+  type: "object",
+  description:
+    "Revisions of what is served. A revision is a hash of everything that changes the serving pods; a new one rolls out without downtime.",
+  properties: {
+    current: { type: "string", description: "Revision the operator is rolling out or serving." },
+    lastReady: { type: "string", description: "Last revision that was fully ready." },
+    history: {
+      type: "array",
+      description: "Recent revisions, newest first (at most 10).",
+      maxItems: 10,
+      items: {
+        type: "object",
+        required: ["revision"],
+        properties: {
+          revision: { type: "string", description: "The revision hash." },
+          modelURI: { type: "string", description: "spec.model.uri of that revision." },
+          modelVersion: { type: "string", description: "spec.model.version of that revision." },
+          image: { type: "string", description: "Serving image of that revision." },
+          readyAt: { type: "string", format: "date-time", description: "When it first became ready." },
+        },
+      },
+    },
+  },
+} as const;
+
+export const mlModelStatusSchema = {
+  type: "object",
+  description: "Observed state, written by the operator only.",
+  properties: {
+    phase: {
+      type: "string",
+      description:
+        "Pending (waiting for a runtime, a Secret, a ConfigMap or storage), Downloading, Deploying, Ready (every desired replica of the current revision is ready), Failed (needs a person: see message and conditions) or Terminating.",
+      enum: ["Pending", "Downloading", "Deploying", "Ready", "Failed", "Terminating"],
+    },
+    reason: { type: "string", description: "CamelCase reason of the phase, e.g. ImagePullBackOff." },
+    message: { type: "string", description: "What is happening, or what is wrong and how to fix it." },
+    conditions,
+    observedGeneration: {
+      type: "integer",
+      format: "int64",
+      description: "The metadata.generation this status describes.",
+    },
+    replicas: { type: "integer", description: "Serving pods that exist (all revisions)." },
+    readyReplicas: { type: "integer", description: "Serving pods that are ready." },
+    updatedReplicas: { type: "integer", description: "Serving pods of the current revision." },
+    selector: {
+      type: "string",
+      description: "Label selector of the serving pods (for the scale subresource).",
+    },
+    runtime: { type: "string", description: "The runtime serving the model: Kind/name, or custom." },
+    modelVersion: { type: "string", description: "spec.model.version being served." },
+    url: { type: "string", description: "In-cluster URL of the model's primary endpoint." },
+    restURL: { type: "string", description: "In-cluster URL of the REST API." },
+    grpcURL: { type: "string", description: "In-cluster address of the gRPC API." },
+    download: downloadStatus,
+    revision: revisionStatus,
+  },
+} as const;
+
+export type MLModelSpec = FromSchema<typeof mlModelSpecSchema>;
+/** The spec after the API server's defaulting: what the operator works with. */
+export type DefaultedMLModelSpec = FromSchema<typeof mlModelSpecSchema, "defaulted">;
+export type MLModelStatus = FromSchema<typeof mlModelStatusSchema>;
+export type MLModel = KubeObjectOf<"MLModel", MLModelSpec, MLModelStatus>;
+export type Condition = NonNullable<MLModelStatus["conditions"]>[number];
+export type Phase = NonNullable<MLModelStatus["phase"]>;

@@ -1,0 +1,57 @@
+/**
+ * What the MLModel controller reads and writes, declared once: the controller registers its
+ * caches from this table and `mlmodel install` generates the operator's RBAC from it, so the
+ * operator has exactly the rights its code uses.
+ */
+import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
+import { builtinKinds, type ResourceKind } from "../runtime/index.ts";
+
+export type AccessVerb = "get" | "list" | "watch" | "create" | "patch" | "update" | "delete";
+
+export interface Access {
+  kind: ResourceKind;
+  subresource?: string;
+  verbs: AccessVerb[];
+  /** Why the operator needs it (becomes a comment in the generated RBAC). */
+  why: string;
+}
+
+const read: AccessVerb[] = ["get", "list", "watch"];
+// Server-side apply is a PATCH that may create; delete removes stale children.
+const own: AccessVerb[] = ["get", "list", "watch", "create", "patch", "delete"];
+
+export const operatorAccess: Access[] = [
+  { kind: mlModelKind, verbs: read, why: "the primary kind" },
+  {
+    kind: mlModelKind,
+    subresource: "status",
+    verbs: ["get", "patch"],
+    why: "writes status (server-side apply)",
+  },
+  { kind: servingRuntimeKind, verbs: read, why: "runtime selection" },
+  { kind: clusterServingRuntimeKind, verbs: read, why: "runtime selection" },
+  { kind: builtinKinds.Deployment, verbs: own, why: "serving pods" },
+  { kind: builtinKinds.Service, verbs: own, why: "the model's endpoint" },
+  { kind: builtinKinds.Job, verbs: own, why: "model download" },
+  { kind: builtinKinds.PersistentVolumeClaim, verbs: own, why: "model storage; pvc:// claims are only read" },
+  { kind: builtinKinds.HorizontalPodAutoscaler, verbs: own, why: "spec.autoscaling" },
+  {
+    kind: builtinKinds.Pod,
+    verbs: read,
+    why: "truthful status: readiness, crash loops, image pulls, scheduling",
+  },
+  {
+    kind: builtinKinds.Secret,
+    verbs: read,
+    why: "waits for a missing credentials Secret (values are dropped from the cache)",
+  },
+  { kind: builtinKinds.ConfigMap, verbs: read, why: "waits for a missing model config ConfigMap" },
+  { kind: builtinKinds.Event, verbs: ["create", "patch"], why: "Events on status transitions" },
+];
+
+/** Leader election, only when --leader-elect is on (namespaced to the operator's namespace). */
+export const leaderElectionAccess: Access = {
+  kind: builtinKinds.Lease,
+  verbs: ["get", "create", "update"],
+  why: "leader election",
+};

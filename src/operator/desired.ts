@@ -1,0 +1,341 @@
+/**
+ * Desired children of an MLModel: pure functions of the serving plan. They return only the
+ * fields we own (server-side apply semantics): never status, never server defaults.
+ */
+import type {
+  V1Affinity,
+  V1Container,
+  V1Deployment,
+  V1EnvFromSource,
+  V1Job,
+  V1PersistentVolumeClaim,
+  V1PodSecurityContext,
+  V1PodSpec,
+  V1PodTemplateSpec,
+  V1Probe,
+  V1SecurityContext,
+  V1Service,
+  V1Volume,
+  V1VolumeMount,
+  V2HorizontalPodAutoscaler,
+} from "@kubernetes/client-node";
+import {
+  credentialsDirEnv,
+  credentialsSecretNameEnv,
+  downloadCommand,
+  terminationLogPath,
+} from "../downloader/contract.ts";
+import type { OwnerReference } from "../runtime/types.ts";
+import { childLabels, childNames, labels, servingSelector, shortHash } from "./names.ts";
+import { defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
+
+const volumeNames = {
+  model: "model",
+  config: "model-config",
+  credentials: "credentials",
+  tmp: "tmp",
+} as const;
+
+function meta(
+  plan: ServingPlan,
+  owner: OwnerReference,
+  name: string,
+  component: Parameters<typeof childLabels>[1],
+) {
+  return {
+    name,
+    namespace: plan.namespace,
+    labels: childLabels(plan.name, component),
+    ownerReferences: [owner],
+  };
+}
+
+// The `restricted` Pod Security level, met by every pod we create.
+function podSecurity(runAsUser: number): V1PodSecurityContext {
+  return {
+    runAsNonRoot: true,
+    runAsUser,
+    runAsGroup: runAsUser,
+    fsGroup: runAsUser,
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+}
+
+const containerSecurity: V1SecurityContext = {
+  allowPrivilegeEscalation: false,
+  capabilities: { drop: ["ALL"] },
+  runAsNonRoot: true,
+};
+
+function credentialVolume(plan: ServingPlan): {
+  volumes: V1Volume[];
+  mounts: V1VolumeMount[];
+  envFrom: V1EnvFromSource[];
+} {
+  if (!plan.credentials) return { volumes: [], mounts: [], envFrom: [] };
+  return {
+    volumes: [{ name: volumeNames.credentials, secret: { secretName: plan.credentials.secretName } }],
+    mounts: [{ name: volumeNames.credentials, mountPath: defaults.credentialsDir, readOnly: true }],
+    envFrom: [{ secretRef: { name: plan.credentials.secretName } }],
+  };
+}
+
+/** The claim the model is downloaded into; none for pvc:// (the user's) or no download. */
+export function desiredStorage(
+  plan: ServingPlan,
+  owner: OwnerReference,
+): V1PersistentVolumeClaim | undefined {
+  if (plan.source.type !== "download") return undefined;
+  const storage = plan.spec.storage;
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: meta(plan, owner, plan.source.claimName, "storage"),
+    spec: {
+      accessModes: [storage.accessMode],
+      resources: { requests: { storage: String(storage.size) } },
+      ...(storage.storageClassName ? { storageClassName: storage.storageClassName } : {}),
+    },
+  };
+}
+
+/** The Job that runs `mlmodel download` into the claim; none when nothing is downloaded. */
+export function desiredDownloadJob(
+  plan: ServingPlan,
+  owner: OwnerReference,
+  config: OperatorConfig,
+): V1Job | undefined {
+  const source = plan.source;
+  if (source.type !== "download") return undefined;
+  const creds = credentialVolume(plan);
+  const args = [
+    "--uri",
+    source.uri,
+    "--dest",
+    source.dest,
+    ...(source.sha256 ? ["--sha256", source.sha256] : []),
+  ];
+  const env = [
+    { name: credentialsDirEnv, value: defaults.credentialsDir },
+    ...(plan.credentials ? [{ name: credentialsSecretNameEnv, value: plan.credentials.secretName }] : []),
+  ];
+  const podLabels = childLabels(plan.name, "download");
+  return {
+    apiVersion: "batch/v1",
+    kind: "Job",
+    metadata: meta(plan, owner, source.jobName, "download"),
+    spec: {
+      backoffLimit: defaults.downloadBackoffLimit,
+      template: {
+        metadata: { labels: podLabels },
+        spec: {
+          restartPolicy: "Never",
+          automountServiceAccountToken: false,
+          securityContext: podSecurity(defaults.runAsUser),
+          containers: [
+            {
+              name: "download",
+              image: config.downloaderImage,
+              command: [...downloadCommand],
+              args,
+              env,
+              envFrom: creds.envFrom,
+              // The downloader writes one actionable line here on failure; logs are the fallback.
+              terminationMessagePath: terminationLogPath,
+              terminationMessagePolicy: "FallbackToLogsOnError",
+              securityContext: { ...containerSecurity, readOnlyRootFilesystem: true },
+              volumeMounts: [
+                { name: volumeNames.model, mountPath: plan.mountPath },
+                { name: volumeNames.tmp, mountPath: "/tmp" },
+                ...creds.mounts,
+              ],
+            },
+          ],
+          volumes: [
+            { name: volumeNames.model, persistentVolumeClaim: { claimName: source.claimName } },
+            { name: volumeNames.tmp, emptyDir: {} },
+            ...creds.volumes,
+          ],
+        },
+      },
+    },
+  };
+}
+
+function probeHandler(plan: ServingPlan): Pick<V1Probe, "httpGet" | "tcpSocket"> {
+  if (plan.readinessPath && plan.restPort) return { httpGet: { path: plan.readinessPath, port: "rest" } };
+  return { tcpSocket: { port: plan.restPort ? "rest" : "grpc" } };
+}
+
+function resources(plan: ServingPlan): V1Container["resources"] {
+  const r = plan.spec.resources;
+  const requests: Record<string, string> = {};
+  const limits: Record<string, string> = {};
+  const cpu = r?.cpu ?? plan.runtime.spec?.resources?.cpu;
+  const memory = r?.memory ?? plan.runtime.spec?.resources?.memory;
+  if (cpu !== undefined) requests.cpu = String(cpu);
+  if (memory !== undefined) requests.memory = String(memory);
+  if (r?.limits?.cpu !== undefined) limits.cpu = String(r.limits.cpu);
+  if (r?.limits?.memory !== undefined) limits.memory = String(r.limits.memory);
+  if (r?.gpu) {
+    // Extended resources must have requests equal to limits.
+    requests["nvidia.com/gpu"] = String(r.gpu);
+    limits["nvidia.com/gpu"] = String(r.gpu);
+  }
+  return {
+    ...(Object.keys(requests).length ? { requests } : {}),
+    ...(Object.keys(limits).length ? { limits } : {}),
+  };
+}
+
+function modelVolume(plan: ServingPlan): { volumes: V1Volume[]; mounts: V1VolumeMount[] } {
+  const source = plan.source;
+  if (source.type === "none") return { volumes: [], mounts: [] };
+  return {
+    volumes: [
+      { name: volumeNames.model, persistentVolumeClaim: { claimName: source.claimName, readOnly: true } },
+    ],
+    mounts: [
+      {
+        name: volumeNames.model,
+        mountPath: plan.mountPath,
+        readOnly: true,
+        ...(source.type === "pvc" && source.subPath ? { subPath: source.subPath } : {}),
+      },
+    ],
+  };
+}
+
+/** The serving pod template; its hash is the model's serving revision. */
+export function servingPodTemplate(plan: ServingPlan): { revision: string; template: V1PodTemplateSpec } {
+  const model = modelVolume(plan);
+  const creds = credentialVolume(plan);
+  const configVolumes: V1Volume[] = plan.configFile
+    ? [
+        {
+          name: volumeNames.config,
+          configMap: {
+            name: plan.configFile.configMapName,
+            items: [{ key: plan.configFile.key, path: plan.configFile.key }],
+          },
+        },
+      ]
+    : [];
+  const configMounts: V1VolumeMount[] = plan.configFile
+    ? [{ name: volumeNames.config, mountPath: defaults.configMountDir, readOnly: true }]
+    : [];
+  const ports = [
+    ...(plan.restPort ? [{ name: "rest", containerPort: plan.restPort, protocol: "TCP" }] : []),
+    ...(plan.grpcPort ? [{ name: "grpc", containerPort: plan.grpcPort, protocol: "TCP" }] : []),
+  ];
+  const handler = probeHandler(plan);
+  const period = defaults.probePeriodSeconds;
+  const container: V1Container = {
+    name: "server",
+    image: plan.image,
+    ...(plan.command.length ? { command: plan.command } : {}),
+    ...(plan.args.length ? { args: plan.args } : {}),
+    env: plan.env,
+    ...(creds.envFrom.length ? { envFrom: creds.envFrom } : {}),
+    ports,
+    // The startup probe gives a large model startupTimeoutSeconds to load before the kubelet
+    // restarts it; the readiness probe then keeps traffic away from a replica that stops answering.
+    startupProbe: {
+      ...handler,
+      periodSeconds: period,
+      failureThreshold: Math.ceil(plan.startupTimeoutSeconds / period),
+    },
+    readinessProbe: { ...handler, periodSeconds: 5, failureThreshold: 3 },
+    resources: resources(plan),
+    terminationMessagePolicy: "FallbackToLogsOnError",
+    securityContext: containerSecurity,
+    volumeMounts: [...model.mounts, ...configMounts, ...creds.mounts],
+  };
+  const placement = plan.spec.placement;
+  const spec: V1PodSpec = {
+    automountServiceAccountToken: false,
+    ...(plan.spec.serviceAccountName ? { serviceAccountName: plan.spec.serviceAccountName } : {}),
+    securityContext: podSecurity(plan.runAsUser),
+    containers: [container],
+    volumes: [...model.volumes, ...configVolumes, ...creds.volumes],
+    ...(placement?.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
+    ...(placement?.tolerations?.length ? { tolerations: placement.tolerations } : {}),
+    ...(placement?.affinity ? { affinity: placement.affinity as V1Affinity } : {}),
+  };
+  const revision = shortHash(spec);
+  return {
+    revision,
+    template: {
+      metadata: { labels: { ...childLabels(plan.name, "server"), [labels.revision]: revision } },
+      spec,
+    },
+  };
+}
+
+export function desiredDeployment(plan: ServingPlan, owner: OwnerReference): V1Deployment {
+  const { template } = servingPodTemplate(plan);
+  const { rollout } = plan.spec;
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: meta(plan, owner, childNames.deployment(plan.name), "server"),
+    spec: {
+      // With autoscaling, replicas is left to the HorizontalPodAutoscaler (not applied by us).
+      ...(plan.replicas !== undefined ? { replicas: plan.replicas } : {}),
+      selector: { matchLabels: servingSelector(plan.name) },
+      strategy: {
+        type: "RollingUpdate",
+        rollingUpdate: { maxUnavailable: rollout.maxUnavailable, maxSurge: rollout.maxSurge },
+      },
+      progressDeadlineSeconds: rollout.progressDeadlineSeconds,
+      template,
+    },
+  };
+}
+
+export function desiredService(plan: ServingPlan, owner: OwnerReference): V1Service {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: meta(plan, owner, childNames.service(plan.name), "server"),
+    spec: {
+      type: plan.spec.endpoint.serviceType,
+      selector: servingSelector(plan.name),
+      ports: [
+        ...(plan.restPort
+          ? [{ name: "rest", port: plan.restPort, targetPort: "rest", protocol: "TCP", appProtocol: "http" }]
+          : []),
+        ...(plan.grpcPort
+          ? [{ name: "grpc", port: plan.grpcPort, targetPort: "grpc", protocol: "TCP", appProtocol: "grpc" }]
+          : []),
+      ],
+    },
+  } as V1Service;
+}
+
+export function desiredAutoscaler(
+  plan: ServingPlan,
+  owner: OwnerReference,
+): V2HorizontalPodAutoscaler | undefined {
+  const a = plan.spec.autoscaling;
+  if (!a) return undefined;
+  return {
+    apiVersion: "autoscaling/v2",
+    kind: "HorizontalPodAutoscaler",
+    metadata: meta(plan, owner, childNames.autoscaler(plan.name), "autoscaler"),
+    spec: {
+      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: childNames.deployment(plan.name) },
+      minReplicas: a.minReplicas,
+      maxReplicas: a.maxReplicas,
+      metrics: [
+        {
+          type: "Resource",
+          resource: {
+            name: "cpu",
+            target: { type: "Utilization", averageUtilization: a.targetCPUUtilizationPercentage },
+          },
+        },
+      ],
+    },
+  };
+}

@@ -1,0 +1,191 @@
+/**
+ * The serving plan: an MLModel with every default resolved (schema defaults, then the
+ * runtime's, then the operator's), from which all desired children are derived. Defaults live
+ * here and in the schema, nowhere else.
+ */
+import { applySchemaDefaults } from "../api/defaults.ts";
+import {
+  type DefaultedMLModelSpec,
+  type MLModel,
+  type MLModelSpec,
+  mlModelSpecSchema,
+} from "../api/mlmodel.ts";
+import { defaultCredentialsDir } from "../downloader/contract.ts";
+import { childNames, shortHash } from "./names.ts";
+import type { ResolvedRuntime } from "./runtime-selection.ts";
+
+/** Settings of the operator process that shape children (flags of `mlmodel operator`). */
+export interface OperatorConfig {
+  /** The image whose entrypoint is `mlmodel`; its `download` command fills model storage. */
+  downloaderImage: string;
+  clusterDomain: string;
+}
+
+export const defaultOperatorConfig: OperatorConfig = {
+  downloaderImage: "ghcr.io/mlmodel-operator/mlmodel:0.1.0",
+  clusterDomain: "cluster.local",
+};
+
+export const defaults = {
+  replicas: 1,
+  startupTimeoutSeconds: 600,
+  modelMountPath: "/mnt/models",
+  runAsUser: 1000,
+  probePeriodSeconds: 10,
+  downloadBackoffLimit: 3,
+  configMountDir: "/etc/mlmodel/model-config",
+  credentialsDir: defaultCredentialsDir,
+} as const;
+
+export type ModelSource =
+  /** Downloaded by a Job into our PVC at dest; served from there. */
+  | { type: "download"; uri: string; sha256?: string; claimName: string; dest: string; jobName: string }
+  /** A user's claim mounted in place (read-only), nothing copied. */
+  | { type: "pvc"; claimName: string; subPath: string }
+  /** Inside the image, or read by the server itself from a model config file. */
+  | { type: "none" };
+
+export interface ServingPlan {
+  name: string;
+  namespace: string;
+  spec: DefaultedMLModelSpec;
+  runtime: ResolvedRuntime;
+  modelName: string;
+  image: string;
+  command: string[];
+  args: string[];
+  env: { name: string; value: string }[];
+  restPort?: number;
+  grpcPort?: number;
+  source: ModelSource;
+  /** Where the model storage is mounted in the serving container. */
+  mountPath: string;
+  /** $(MODEL_DIR): the base path the server reads the model from. */
+  modelDir: string;
+  configFile?: { configMapName: string; key: string; path: string };
+  credentials?: { secretName: string; googleCredentialsKey?: string };
+  replicas?: number;
+  startupTimeoutSeconds: number;
+  readinessPath?: string;
+  runAsUser: number;
+}
+
+export class PlanError extends Error {
+  readonly reason: string;
+  constructor(reason: string, message: string) {
+    super(message);
+    this.name = "PlanError";
+    this.reason = reason;
+  }
+}
+
+/** Identifies the model's bytes: a new value means a new download (and a new directory). */
+export function contentHash(spec: MLModelSpec): string {
+  return shortHash({ uri: spec.model.uri, version: spec.model.version, sha256: spec.model.sha256 });
+}
+
+export function planModel(model: MLModel, runtime: ResolvedRuntime): ServingPlan {
+  const name = model.metadata.name!;
+  const namespace = model.metadata.namespace!;
+  const spec = applySchemaDefaults(mlModelSpecSchema, model.spec);
+  const rt = runtime.spec;
+  const image = spec.image ?? rt?.image;
+  if (!image) throw new PlanError("NoImage", "no serving image: set spec.image or a runtime");
+
+  const protocol = spec.endpoint.protocol;
+  const wantsRest = protocol === undefined || protocol === "REST" || protocol === "Both";
+  const wantsGrpc = protocol === "gRPC" || protocol === "Both" || (protocol === undefined && !!rt?.grpcPort);
+  const restPort = wantsRest
+    ? (spec.endpoint.restPort ?? rt?.restPort ?? (rt ? undefined : 8080))
+    : undefined;
+  const grpcPort = wantsGrpc ? (spec.endpoint.grpcPort ?? rt?.grpcPort) : undefined;
+  if (protocol && protocol !== "gRPC" && restPort === undefined) {
+    throw new PlanError(
+      "ProtocolNotSupported",
+      `runtime ${runtime.ref} has no REST port; set spec.endpoint.restPort or protocol gRPC`,
+    );
+  }
+  if (wantsGrpc && grpcPort === undefined) {
+    throw new PlanError(
+      "ProtocolNotSupported",
+      `endpoint.protocol ${protocol} needs a gRPC port: runtime ${runtime.ref} has none; set spec.endpoint.grpcPort`,
+    );
+  }
+
+  const mountPath = rt?.modelMountPath ?? defaults.modelMountPath;
+  const uri = spec.model.uri;
+  const version = spec.model.version;
+  let source: ModelSource = { type: "none" };
+  let modelDir = spec.model.path ?? mountPath;
+  if (uri?.startsWith("pvc://")) {
+    const [claimName = "", ...rest] = uri.slice("pvc://".length).split("/");
+    source = { type: "pvc", claimName, subPath: rest.filter(Boolean).join("/") };
+  } else if (uri) {
+    // Each content gets its own directory, so a new version downloads beside the one being
+    // served and the rollout switches over without downtime. Versioned runtimes read
+    // <base>/<version>, so the version is a sub-directory of the base path.
+    const hash = contentHash(spec);
+    const base = `${mountPath}/${hash}`;
+    modelDir = base;
+    source = {
+      type: "download",
+      uri,
+      sha256: spec.model.sha256,
+      claimName: childNames.storage(name),
+      dest: version ? `${base}/${version}` : base,
+      jobName: childNames.download(name, hash),
+    };
+  }
+
+  const configRef = spec.model.configMapRef;
+  const configFile = configRef
+    ? {
+        configMapName: configRef.name,
+        key: configRef.key,
+        path: `${defaults.configMountDir}/${configRef.key}`,
+      }
+    : undefined;
+  const runtimeArgs = [...(rt?.args ?? []), ...((configFile ? rt?.modelConfigArgs : rt?.modelArgs) ?? [])];
+  const modelName = spec.model.name ?? name;
+
+  // Later entries win: operator-provided variables, then the runtime's, then the user's.
+  const env = new Map<string, string>();
+  env.set("MODEL_NAME", modelName);
+  env.set("MODEL_DIR", modelDir);
+  if (version) env.set("MODEL_VERSION", version);
+  if (configFile) env.set("MODEL_CONFIG_FILE", configFile.path);
+  if (restPort) env.set("REST_PORT", String(restPort));
+  if (grpcPort) env.set("GRPC_PORT", String(grpcPort));
+  const creds = spec.model.credentialsSecretRef;
+  if (creds?.googleCredentialsKey) {
+    env.set("GOOGLE_APPLICATION_CREDENTIALS", `${defaults.credentialsDir}/${creds.googleCredentialsKey}`);
+  }
+  for (const e of rt?.env ?? []) env.set(e.name, e.value ?? "");
+  for (const e of spec.env ?? []) env.set(e.name, e.value ?? "");
+
+  return {
+    name,
+    namespace,
+    spec,
+    runtime,
+    modelName,
+    image,
+    command: spec.command ?? rt?.command ?? [],
+    args: spec.args ?? runtimeArgs,
+    env: [...env].map(([n, value]) => ({ name: n, value })),
+    restPort,
+    grpcPort,
+    source,
+    mountPath,
+    modelDir,
+    configFile,
+    credentials: creds
+      ? { secretName: creds.name, googleCredentialsKey: creds.googleCredentialsKey }
+      : undefined,
+    replicas: spec.autoscaling ? undefined : (spec.replicas ?? defaults.replicas),
+    startupTimeoutSeconds:
+      spec.startupTimeoutSeconds ?? rt?.startupTimeoutSeconds ?? defaults.startupTimeoutSeconds,
+    readinessPath: rt?.readinessPath?.replaceAll("$(MODEL_NAME)", modelName),
+    runAsUser: rt?.runAsUser ?? defaults.runAsUser,
+  };
+}

@@ -1,0 +1,382 @@
+/**
+ * The MLModel controller: thin glue between the caches, the pure desired-state and status
+ * functions, and the API server. Level-based: every reconcile recomputes everything from the
+ * current state and writes only what differs.
+ */
+import type {
+  V1Deployment,
+  V1Job,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1Service,
+  V2HorizontalPodAutoscaler,
+} from "@kubernetes/client-node";
+import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
+import type { MLModel, MLModelStatus } from "../api/mlmodel.ts";
+import type { AnyServingRuntime } from "../api/servingruntime.ts";
+import {
+  builtinKinds,
+  CONTROLLER_OWNER_INDEX,
+  controllerOwnerRef,
+  generationChangedPredicate,
+  type KubeObject,
+  type Manager,
+  type ReconcileContext,
+  type ReconcileResult,
+  type Request,
+  type ResourceKind,
+} from "../runtime/index.ts";
+import {
+  desiredAutoscaler,
+  desiredDeployment,
+  desiredDownloadJob,
+  desiredService,
+  desiredStorage,
+  servingPodTemplate,
+} from "./desired.ts";
+import { needsApply, withAppliedHash } from "./drift.ts";
+import { canonicalJson, childNames, fieldManager, labels, shortHash } from "./names.ts";
+import { type OperatorConfig, PlanError, planModel, type ServingPlan } from "./plan.ts";
+import { resolveRuntime } from "./runtime-selection.ts";
+import { computeStatus, type MissingDependency, type Observed, transitionEvent } from "./status.ts";
+
+export interface MLModelControllerOptions extends OperatorConfig {
+  concurrency?: number;
+  now?: () => Date;
+}
+
+/** Index of MLModels by what they reference: "Secret/ns/name", "ConfigMap/ns/name", "PersistentVolumeClaim/ns/name". */
+export const referenceIndex = "mlmodel-references";
+
+export function modelReferences(model: Readonly<MLModel>): string[] {
+  const ns = model.metadata.namespace;
+  const m = model.spec?.model;
+  const refs: string[] = [];
+  if (m?.credentialsSecretRef) refs.push(`Secret/${ns}/${m.credentialsSecretRef.name}`);
+  if (m?.configMapRef) refs.push(`ConfigMap/${ns}/${m.configMapRef.name}`);
+  if (m?.uri?.startsWith("pvc://")) refs.push(`PersistentVolumeClaim/${ns}/${m.uri.slice(6).split("/")[0]}`);
+  return refs;
+}
+
+/**
+ * Only whether a Secret exists and which keys it has matters to the operator: values are
+ * dropped before they reach the cache, so the operator's memory holds no credentials.
+ */
+export function secretWithoutValues(obj: KubeObject): KubeObject {
+  const data = (obj as { data?: Record<string, string> }).data ?? {};
+  const { managedFields: _m, ...metadata } = obj.metadata;
+  return {
+    apiVersion: obj.apiVersion,
+    kind: obj.kind,
+    metadata,
+    data: Object.fromEntries(Object.keys(data).map((k) => [k, ""])),
+  };
+}
+
+const jobSpecHash = "serving.mlmodel.dev/job-spec-hash";
+const retryKey = "serving.mlmodel.dev/retry-key";
+
+export function addMLModelController(mgr: Manager, options: MLModelControllerOptions): void {
+  const models = mgr.cache<MLModel>(mlModelKind, { indexes: { [referenceIndex]: modelReferences } });
+  mgr.cache(builtinKinds.Secret, { transform: secretWithoutValues });
+  // Only pods we started: the operator never holds every pod of the cluster in memory.
+  mgr.cache(builtinKinds.Pod, { labelSelector: labels.model });
+  const byReference =
+    (kind: string) =>
+    (obj: Readonly<KubeObject>): Request[] =>
+      models
+        .byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`)
+        .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name! }));
+
+  mgr
+    .controller("mlmodel")
+    .for(mlModelKind, { predicates: [generationChangedPredicate()] })
+    .owns(builtinKinds.Deployment)
+    .owns(builtinKinds.Service)
+    .owns(builtinKinds.Job)
+    .owns(builtinKinds.PersistentVolumeClaim)
+    .owns(builtinKinds.HorizontalPodAutoscaler)
+    .watches(builtinKinds.Pod, (pod) => {
+      const model = pod.metadata.labels?.[labels.model];
+      return model ? [{ namespace: pod.metadata.namespace, name: model }] : [];
+    })
+    .watches(builtinKinds.Secret, byReference("Secret"))
+    .watches(builtinKinds.ConfigMap, byReference("ConfigMap"))
+    .watches(builtinKinds.PersistentVolumeClaim, byReference("PersistentVolumeClaim"))
+    .watches(servingRuntimeKind, (rt) =>
+      models
+        .list(rt.metadata.namespace)
+        .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name! })),
+    )
+    .watches(clusterServingRuntimeKind, () =>
+      models.list().map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name! })),
+    )
+    .concurrency(options.concurrency ?? 2)
+    .reconcile((ctx) => reconcileMLModel(ctx, options));
+}
+
+function childrenOf<T>(ctx: ReconcileContext, kind: ResourceKind, model: MLModel): T[] {
+  return ctx.cache(kind).byIndex(CONTROLLER_OWNER_INDEX, model.metadata.uid!) as unknown as T[];
+}
+
+function missingDependencies(ctx: ReconcileContext, plan: ServingPlan): MissingDependency[] {
+  const ns = plan.namespace;
+  const missing: MissingDependency[] = [];
+  const creds = plan.credentials;
+  if (creds) {
+    const secret = ctx.cache<KubeObject & { data?: Record<string, string> }>(builtinKinds.Secret).get({
+      namespace: ns,
+      name: creds.secretName,
+    });
+    if (!secret) {
+      missing.push({
+        reason: "SecretNotFound",
+        message: `Secret ${creds.secretName} (spec.model.credentialsSecretRef.name) does not exist in namespace ${ns}`,
+      });
+    } else if (creds.googleCredentialsKey && !(creds.googleCredentialsKey in (secret.data ?? {}))) {
+      missing.push({
+        reason: "SecretNotFound",
+        message: `Secret ${creds.secretName} has no key "${creds.googleCredentialsKey}" (spec.model.credentialsSecretRef.googleCredentialsKey); it has: ${Object.keys(secret.data ?? {}).join(", ") || "no keys"}`,
+      });
+    }
+  }
+  const config = plan.configFile;
+  if (config) {
+    const cm = ctx.cache<KubeObject & { data?: Record<string, string> }>(builtinKinds.ConfigMap).get({
+      namespace: ns,
+      name: config.configMapName,
+    });
+    if (!cm) {
+      missing.push({
+        reason: "ConfigMapNotFound",
+        message: `ConfigMap ${config.configMapName} (spec.model.configMapRef.name) does not exist in namespace ${ns}`,
+      });
+    } else if (!(config.key in (cm.data ?? {}))) {
+      missing.push({
+        reason: "ConfigMapKeyNotFound",
+        message: `ConfigMap ${config.configMapName} has no key "${config.key}" (spec.model.configMapRef.key); it has: ${Object.keys(cm.data ?? {}).join(", ") || "no keys"}`,
+      });
+    }
+  }
+  if (plan.source.type === "pvc") {
+    const claim = ctx
+      .cache(builtinKinds.PersistentVolumeClaim)
+      .get({ namespace: ns, name: plan.source.claimName });
+    if (!claim) {
+      missing.push({
+        reason: "ClaimNotFound",
+        message: `PersistentVolumeClaim ${plan.source.claimName} (from spec.model.uri) does not exist in namespace ${ns}`,
+      });
+    }
+  }
+  return missing;
+}
+
+async function applyIfChanged<T extends KubeObject>(
+  ctx: ReconcileContext,
+  kind: ResourceKind,
+  desired: object,
+  actual: object | undefined,
+): Promise<boolean> {
+  const obj = withAppliedHash(desired as T);
+  if (!needsApply(obj, actual as T | undefined)) return false;
+  ctx.log.info({ kind: kind.kind, name: obj.metadata.name }, actual ? "updating child" : "creating child");
+  await ctx.client.apply(kind, obj, { fieldManager, force: true, signal: ctx.signal });
+  return true;
+}
+
+function jobState(job: V1Job | undefined): "Complete" | "Failed" | "Active" | undefined {
+  if (!job) return undefined;
+  const done = job.status?.conditions?.find(
+    (c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True",
+  );
+  return (done?.type as "Complete" | "Failed" | undefined) ?? "Active";
+}
+
+/**
+ * The download Job of the plan. Job templates are immutable and a Job is a one-shot action,
+ * so a Job is created once and never re-applied: a running Job whose template no longer
+ * matches is replaced, and a failed one is retried when its inputs (the spec, the credentials
+ * Secret) change, which is how fixing the cause recovers without manual steps.
+ */
+async function syncDownloadJob(
+  ctx: ReconcileContext,
+  model: MLModel,
+  plan: ServingPlan,
+  options: OperatorConfig,
+  jobs: V1Job[],
+): Promise<{ job?: V1Job; retryLater?: boolean }> {
+  const desired = desiredDownloadJob(plan, controllerOwnerRef(model), options);
+  if (!desired) return {};
+  const name = desired.metadata!.name!;
+  const actual = jobs.find((j) => j.metadata?.name === name);
+  const secretVersion = plan.credentials
+    ? (ctx.cache(builtinKinds.Secret).get({ namespace: plan.namespace, name: plan.credentials.secretName })
+        ?.metadata.resourceVersion ?? "")
+    : "";
+  const inputs = shortHash({ generation: model.metadata.generation, secretVersion });
+  const specHash = shortHash(desired.spec);
+  const state = jobState(actual);
+  const stale =
+    (state === "Failed" && actual?.metadata?.annotations?.[retryKey] !== inputs) ||
+    (state === "Active" && actual?.metadata?.annotations?.[jobSpecHash] !== specHash);
+  if (actual && stale) {
+    ctx.log.info({ job: name, state }, "replacing download Job");
+    await ctx.client.delete(
+      builtinKinds.Job,
+      { namespace: plan.namespace, name },
+      { propagationPolicy: "Background" },
+    );
+    return { retryLater: true };
+  }
+  if (actual) return { job: actual };
+  desired.metadata!.annotations = { [jobSpecHash]: specHash, [retryKey]: inputs };
+  const created = await ctx.client.apply(builtinKinds.Job, desired as KubeObject, {
+    fieldManager,
+    force: true,
+    signal: ctx.signal,
+  });
+  return { job: created as V1Job };
+}
+
+/** Status fields the operator owns (the downloader owns status.download's progress fields). */
+function operatorOwned(status: MLModelStatus | undefined): unknown {
+  if (!status) return {};
+  const { download, ...rest } = status;
+  if (!download) return rest;
+  const { job, jobState: js, attempts } = download;
+  return { ...rest, download: { job, jobState: js, attempts } };
+}
+
+export async function reconcileMLModel(
+  ctx: ReconcileContext,
+  options: MLModelControllerOptions,
+): Promise<ReconcileResult | undefined> {
+  const model = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
+  // Gone: its children are garbage-collected through their owner references.
+  if (!model) return undefined;
+  const ns = model.metadata.namespace!;
+  const now = (options.now ?? (() => new Date()))().toISOString();
+
+  let plan: ServingPlan | undefined;
+  let planFailure: Observed["planFailure"];
+  const resolution = resolveRuntime(
+    model,
+    ctx.cache<AnyServingRuntime>(servingRuntimeKind).list(ns) as AnyServingRuntime[],
+    ctx.cache<AnyServingRuntime>(clusterServingRuntimeKind).list() as AnyServingRuntime[],
+  );
+  if (!resolution.ok) planFailure = resolution;
+  else {
+    try {
+      plan = planModel(model, resolution.runtime);
+    } catch (err) {
+      if (!(err instanceof PlanError)) throw err;
+      planFailure = { reason: err.reason, message: err.message };
+    }
+  }
+
+  const owner = controllerOwnerRef(model);
+  const missing = plan ? missingDependencies(ctx, plan) : [];
+  const jobs = childrenOf<V1Job>(ctx, builtinKinds.Job, model);
+  const claims = childrenOf<V1PersistentVolumeClaim>(ctx, builtinKinds.PersistentVolumeClaim, model);
+  let deployment = childrenOf<V1Deployment>(ctx, builtinKinds.Deployment, model).find(
+    (d) => d.metadata?.name === childNames.deployment(model.metadata.name!),
+  );
+  let service = childrenOf<V1Service>(ctx, builtinKinds.Service, model)[0];
+  const autoscalers = childrenOf<V2HorizontalPodAutoscaler>(ctx, builtinKinds.HorizontalPodAutoscaler, model);
+  let job: V1Job | undefined;
+  let revision: string | undefined;
+  let requeue: ReconcileResult | undefined;
+  const deleting = Boolean(model.metadata.deletionTimestamp);
+
+  if (plan && missing.length === 0 && !deleting) {
+    const storage = desiredStorage(plan, owner);
+    if (storage)
+      await applyIfChanged(
+        ctx,
+        builtinKinds.PersistentVolumeClaim,
+        storage,
+        claims.find((c) => c.metadata?.name === storage.metadata?.name),
+      );
+    const synced = await syncDownloadJob(ctx, model, plan, options, jobs);
+    job = synced.job;
+    if (synced.retryLater) requeue = { requeueAfterMs: 1000 };
+    revision = servingPodTemplate(plan).revision;
+    const downloaded = plan.source.type !== "download" || jobState(job) === "Complete";
+    // The Deployment only moves to new content once it is fully downloaded: until then the
+    // current pods keep serving the previous version.
+    if (downloaded) {
+      const wantDeployment = desiredDeployment(plan, owner);
+      if (await applyIfChanged(ctx, builtinKinds.Deployment, wantDeployment, deployment))
+        deployment ??= wantDeployment;
+      const wantService = desiredService(plan, owner);
+      if (await applyIfChanged(ctx, builtinKinds.Service, wantService, service)) service ??= wantService;
+      const wantAutoscaler = desiredAutoscaler(plan, owner);
+      if (wantAutoscaler)
+        await applyIfChanged(ctx, builtinKinds.HorizontalPodAutoscaler, wantAutoscaler, autoscalers[0]);
+      for (const stale of autoscalers) {
+        if (!wantAutoscaler) await deleteChild(ctx, builtinKinds.HorizontalPodAutoscaler, stale);
+      }
+    }
+  }
+
+  const modelPods = (ctx.cache<KubeObject>(builtinKinds.Pod).list(ns) as unknown as V1Pod[]).filter(
+    (p) => p.metadata?.labels?.[labels.model] === model.metadata.name,
+  );
+  const jobName = job?.metadata?.name;
+  const observed: Observed = {
+    model,
+    now,
+    planFailure,
+    plan,
+    revision,
+    missing,
+    storage:
+      plan?.source.type === "download"
+        ? claims.find((c) => c.metadata?.name === (plan.source as { claimName: string }).claimName)
+        : undefined,
+    job,
+    jobPods: modelPods.filter((p) => jobName && p.metadata?.labels?.["job-name"] === jobName),
+    deployment,
+    pods: modelPods.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
+    service,
+  };
+  const status = computeStatus(observed);
+
+  // Stale children go only once the current revision serves: old download Jobs (their
+  // content is no longer used) and our claim when the model moved to pvc:// or an image.
+  if (status.phase === "Ready" && plan) {
+    for (const old of jobs) if (old.metadata?.name !== jobName) await deleteChild(ctx, builtinKinds.Job, old);
+    if (plan.source.type !== "download")
+      for (const c of claims) await deleteChild(ctx, builtinKinds.PersistentVolumeClaim, c);
+  }
+
+  if (canonicalJson(operatorOwned(status)) !== canonicalJson(operatorOwned(model.status))) {
+    await ctx.client.applyStatus(
+      mlModelKind,
+      {
+        apiVersion: model.apiVersion,
+        kind: model.kind,
+        metadata: { name: model.metadata.name, namespace: ns },
+        status,
+      },
+      { fieldManager, force: true, signal: ctx.signal },
+    );
+    const event = transitionEvent(model.status, status);
+    if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
+  }
+  return requeue;
+}
+
+async function deleteChild(
+  ctx: ReconcileContext,
+  kind: ResourceKind,
+  obj: { metadata?: { name?: string; namespace?: string } },
+) {
+  ctx.log.info({ kind: kind.kind, name: obj.metadata?.name }, "deleting stale child");
+  await ctx.client.delete(
+    kind,
+    { namespace: obj.metadata!.namespace!, name: obj.metadata!.name! },
+    { propagationPolicy: "Background" },
+  );
+}

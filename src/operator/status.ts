@@ -1,0 +1,343 @@
+/**
+ * The MLModel's status as a pure function of what the operator observed. It never claims more
+ * than it saw: Ready needs every desired replica of the current revision ready, as pods say.
+ */
+import type { V1Deployment, V1Job, V1PersistentVolumeClaim, V1Pod, V1Service } from "@kubernetes/client-node";
+import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts";
+import { labels, selectorString, servingSelector } from "./names.ts";
+import type { ServingPlan } from "./plan.ts";
+import { isPodReady, podProblem, terminationMessage } from "./pods.ts";
+
+/** A referenced object that does not exist (or lacks the key we need). */
+export interface MissingDependency {
+  reason: "SecretNotFound" | "ConfigMapNotFound" | "ConfigMapKeyNotFound" | "ClaimNotFound";
+  message: string;
+}
+
+export interface Observed {
+  model: MLModel;
+  /** ISO time used for new transitions. */
+  now: string;
+  /** Why no plan could be made (unknown runtime, unsupported protocol), if so. */
+  planFailure?: { reason: string; message: string };
+  plan?: ServingPlan;
+  /** Hash of the desired serving pod template: pods with this revision label are current. */
+  revision?: string;
+  missing: MissingDependency[];
+  storage?: V1PersistentVolumeClaim;
+  job?: V1Job;
+  jobPods: readonly V1Pod[];
+  deployment?: V1Deployment;
+  /** Serving pods of this model, every revision. */
+  pods: readonly V1Pod[];
+  service?: V1Service;
+}
+
+export type ConditionType =
+  | "Ready"
+  | "RuntimeResolved"
+  | "DependenciesReady"
+  | "StorageReady"
+  | "ModelDownloaded"
+  | "ServingReady";
+
+/** Reasons that need a person: Warning events, phase Failed. */
+const failureReasons = new Set([
+  "RuntimeNotFound",
+  "NoRuntimeForFormat",
+  "FormatNotSupported",
+  "ProtocolNotSupported",
+  "NoImage",
+  "DownloadFailed",
+  "ImagePullBackOff",
+  "CrashLoopBackOff",
+  "CreateContainerConfigError",
+  "ProgressDeadlineExceeded",
+]);
+/** Reasons worth a Warning that the cluster may resolve on its own: phase Pending. */
+const waitingReasons = new Set([
+  "SecretNotFound",
+  "ConfigMapNotFound",
+  "ConfigMapKeyNotFound",
+  "ClaimNotFound",
+  "Unschedulable",
+  "ClaimPending",
+]);
+
+export function isWarningReason(reason: string): boolean {
+  return failureReasons.has(reason) || waitingReasons.has(reason);
+}
+
+interface Verdict {
+  phase: Phase;
+  reason: string;
+  message: string;
+}
+
+interface Partial {
+  conditions: Map<ConditionType, { status: "True" | "False" | "Unknown"; reason: string; message: string }>;
+  verdict?: Verdict;
+}
+
+function set(
+  p: Partial,
+  type: ConditionType,
+  ok: boolean | "Unknown",
+  reason: string,
+  message: string,
+): void {
+  p.conditions.set(type, { status: ok === "Unknown" ? "Unknown" : ok ? "True" : "False", reason, message });
+}
+
+/** The first blocking problem decides the phase; later steps are then Unknown. */
+function decide(p: Partial, reason: string, message: string, phase?: Phase): void {
+  if (p.verdict) return;
+  const chosen: Phase = phase ?? (failureReasons.has(reason) ? "Failed" : "Pending");
+  p.verdict = { phase: chosen, reason, message };
+}
+
+function jobFinished(job: V1Job, type: "Complete" | "Failed") {
+  return job.status?.conditions?.find((c) => c.type === type && c.status === "True");
+}
+
+function newestFirst(pods: readonly V1Pod[]): V1Pod[] {
+  const created = (p: V1Pod) => String(p.metadata?.creationTimestamp ?? "");
+  return [...pods].sort((a, b) => (created(a) < created(b) ? 1 : -1));
+}
+
+function downloadStep(o: Observed, p: Partial, plan: ServingPlan): MLModelStatus["download"] {
+  if (plan.source.type !== "download") {
+    set(
+      p,
+      "StorageReady",
+      true,
+      plan.source.type === "pvc" ? "UserClaim" : "NotRequired",
+      "no storage is created",
+    );
+    set(
+      p,
+      "ModelDownloaded",
+      true,
+      "NotRequired",
+      "nothing to download: the model is mounted or read by the server",
+    );
+    return undefined;
+  }
+  const claimPhase = o.storage?.status?.phase;
+  if (claimPhase === "Bound")
+    set(p, "StorageReady", true, "Bound", `claim ${plan.source.claimName} is bound`);
+  else if (claimPhase === "Lost") {
+    set(p, "StorageReady", false, "ClaimLost", `claim ${plan.source.claimName} lost its volume`);
+    decide(
+      p,
+      "ClaimLost",
+      `claim ${plan.source.claimName} lost its volume; delete it to get a new one`,
+      "Failed",
+    );
+  } else {
+    // With WaitForFirstConsumer storage a claim binds only once the download pod exists, so a
+    // pending claim does not stop the download: the scheduler reports if it cannot proceed.
+    set(p, "StorageReady", false, "ClaimPending", `claim ${plan.source.claimName} is waiting for a volume`);
+  }
+
+  const job = o.job;
+  const jobName = plan.source.jobName;
+  if (!job) {
+    set(p, "ModelDownloaded", false, "Downloading", `starting download Job ${jobName}`);
+    decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.uri}`, "Downloading");
+    return { job: jobName, jobState: "Pending", attempts: 0 };
+  }
+  const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0);
+  if (jobFinished(job, "Complete")) {
+    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.uri} is in ${plan.source.dest}`);
+    return { job: jobName, jobState: "Succeeded", attempts };
+  }
+  const failed = jobFinished(job, "Failed");
+  if (failed) {
+    const said = newestFirst(o.jobPods)
+      .map((pod) => terminationMessage(pod, "download"))
+      .find((m) => m !== undefined);
+    const message = `download of ${plan.source.uri} failed after ${attempts} attempt(s) (${failed.reason ?? "Failed"}): ${said ?? failed.message ?? "no message from the downloader"}`;
+    set(p, "ModelDownloaded", false, "DownloadFailed", message);
+    decide(p, "DownloadFailed", `${message}. Fix the cause (URI, credentials) and the download is retried`);
+    return { job: jobName, jobState: "Failed", attempts };
+  }
+  const problem = podProblem(o.jobPods);
+  if (problem) {
+    set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
+    decide(p, problem.reason, `download: ${problem.message}`);
+  } else {
+    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`);
+    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`, "Downloading");
+  }
+  return { job: jobName, jobState: job.status?.active ? "Running" : "Pending", attempts };
+}
+
+/** Returns the serving pods of the current revision. */
+function servingStep(o: Observed, p: Partial): V1Pod[] {
+  const d = o.deployment;
+  const current = o.pods.filter((pod) => pod.metadata?.labels?.[labels.revision] === o.revision);
+  if (!d) {
+    set(p, "ServingReady", false, "Deploying", "creating the serving Deployment");
+    decide(p, "Deploying", "creating the serving Deployment", "Deploying");
+    return current;
+  }
+  const desired = d.spec?.replicas ?? 1;
+  const readyCurrent = current.filter(isPodReady).length;
+  const progressing = d.status?.conditions?.find((c) => c.type === "Progressing");
+  const name = d.metadata?.name;
+  if (progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded") {
+    const detail = podProblem(current);
+    const message = `Deployment ${name} made no progress within ${d.spec?.progressDeadlineSeconds}s${detail ? `: ${detail.message}` : ""}`;
+    set(p, "ServingReady", false, "ProgressDeadlineExceeded", message);
+    decide(p, "ProgressDeadlineExceeded", message);
+    return current;
+  }
+  const problem = podProblem(current);
+  if (problem) {
+    set(p, "ServingReady", false, problem.reason, problem.message);
+    decide(p, problem.reason, problem.message);
+    return current;
+  }
+  if (desired === 0) {
+    set(p, "ServingReady", false, "ScaledToZero", "replicas is 0: nothing serves the model");
+    decide(p, "ScaledToZero", "replicas is 0: nothing serves the model", "Pending");
+    return current;
+  }
+  // Rollout complete, as `kubectl rollout status` judges it, and confirmed by the pods.
+  const s = d.status ?? {};
+  const rolledOut =
+    (s.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0) &&
+    (s.updatedReplicas ?? 0) >= desired &&
+    (s.replicas ?? 0) === (s.updatedReplicas ?? 0) &&
+    (s.availableReplicas ?? 0) >= desired;
+  if (rolledOut && readyCurrent >= desired) {
+    set(p, "ServingReady", true, "ReplicasReady", `${readyCurrent} of ${desired} replicas ready`);
+  } else {
+    const message = `${readyCurrent} of ${desired} replicas of the current revision ready`;
+    set(p, "ServingReady", false, "ReplicasNotReady", message);
+    decide(p, "ReplicasNotReady", message, "Deploying");
+  }
+  return current;
+}
+
+function urls(o: Observed): Pick<MLModelStatus, "url" | "restURL" | "grpcURL"> {
+  const plan = o.plan;
+  if (!plan || !o.service) return {};
+  const host = `${o.service.metadata?.name}.${plan.namespace}.svc`;
+  const restURL = plan.restPort ? `http://${host}:${plan.restPort}` : undefined;
+  const grpcURL = plan.grpcPort ? `${host}:${plan.grpcPort}` : undefined;
+  return { url: restURL ?? grpcURL, ...(restURL ? { restURL } : {}), ...(grpcURL ? { grpcURL } : {}) };
+}
+
+/** Keeps lastTransitionTime when a condition's status did not change. */
+function withTransitions(previous: readonly Condition[] | undefined, p: Partial, o: Observed): Condition[] {
+  const generation = o.model.metadata.generation ?? 0;
+  const order: ConditionType[] = [
+    "Ready",
+    "RuntimeResolved",
+    "DependenciesReady",
+    "StorageReady",
+    "ModelDownloaded",
+    "ServingReady",
+  ];
+  const out: Condition[] = [];
+  for (const type of order) {
+    const c = p.conditions.get(type);
+    if (!c) continue;
+    const before = previous?.find((x) => x.type === type);
+    out.push({
+      type,
+      status: c.status,
+      reason: c.reason,
+      message: c.message,
+      observedGeneration: generation,
+      lastTransitionTime: before && before.status === c.status ? before.lastTransitionTime : o.now,
+    });
+  }
+  return out;
+}
+
+/** Operator-owned status (status.download's progress fields belong to the downloader). */
+export function computeStatus(o: Observed): MLModelStatus {
+  const previous = o.model.status;
+  const p: Partial = { conditions: new Map() };
+  let download: MLModelStatus["download"];
+  let current: V1Pod[] = [];
+
+  if (o.planFailure) {
+    set(p, "RuntimeResolved", false, o.planFailure.reason, o.planFailure.message);
+    decide(p, o.planFailure.reason, o.planFailure.message, "Failed");
+  } else if (o.plan) {
+    set(p, "RuntimeResolved", true, "Resolved", `served by ${o.plan.runtime.ref}`);
+    const missing = o.missing[0];
+    if (missing) {
+      set(p, "DependenciesReady", false, missing.reason, o.missing.map((m) => m.message).join("; "));
+      decide(p, missing.reason, `${missing.message}; waiting for it to appear`, "Pending");
+    } else {
+      set(p, "DependenciesReady", true, "Found", "referenced Secrets, ConfigMaps and claims exist");
+      download = downloadStep(o, p, o.plan);
+      if (!p.verdict) current = servingStep(o, p);
+    }
+  }
+
+  const readyPods = o.pods.filter(isPodReady).length;
+  const deletion = o.model.metadata.deletionTimestamp;
+  let verdict: Verdict = p.verdict ?? {
+    phase: "Ready",
+    reason: "Serving",
+    message: `${readyPods} replica(s) ready${o.service ? ` at ${urls(o).url}` : ""}`,
+  };
+  if (deletion)
+    verdict = { phase: "Terminating", reason: "Deleting", message: "deleting the model's children" };
+  const ready = verdict.phase === "Ready";
+  set(p, "Ready", ready, verdict.reason, verdict.message);
+
+  const revision = o.revision;
+  const history = [...(previous?.revision?.history ?? [])];
+  if (ready && revision && history[0]?.revision !== revision) {
+    history.unshift({
+      revision,
+      ...(o.plan?.spec.model.uri ? { modelURI: o.plan.spec.model.uri } : {}),
+      ...(o.plan?.spec.model.version ? { modelVersion: o.plan.spec.model.version } : {}),
+      ...(o.plan ? { image: o.plan.image } : {}),
+      readyAt: o.now,
+    });
+  }
+  const lastReady = ready ? revision : previous?.revision?.lastReady;
+
+  return {
+    phase: verdict.phase,
+    reason: verdict.reason,
+    message: verdict.message,
+    conditions: withTransitions(previous?.conditions, p, o),
+    observedGeneration: o.model.metadata.generation ?? 0,
+    replicas: o.pods.filter((pod) => !pod.metadata?.deletionTimestamp).length,
+    readyReplicas: readyPods,
+    updatedReplicas: current.length,
+    selector: selectorString(servingSelector(o.model.metadata.name!)),
+    ...(o.plan ? { runtime: o.plan.runtime.ref } : {}),
+    ...(o.plan?.spec.model.version ? { modelVersion: o.plan.spec.model.version } : {}),
+    ...urls(o),
+    ...(download ? { download } : {}),
+    ...(revision
+      ? {
+          revision: { current: revision, ...(lastReady ? { lastReady } : {}), history: history.slice(0, 10) },
+        }
+      : {}),
+  };
+}
+
+/** A transition a person should hear about: one Event per change of phase or reason. */
+export function transitionEvent(
+  before: MLModelStatus | undefined,
+  after: MLModelStatus,
+): { type: "Normal" | "Warning"; reason: string; message: string } | undefined {
+  if (before?.phase === after.phase && before?.reason === after.reason) return undefined;
+  const reason = after.reason ?? after.phase ?? "Unknown";
+  return {
+    type: isWarningReason(reason) ? "Warning" : "Normal",
+    reason,
+    message: `${after.phase}: ${after.message ?? ""}`,
+  };
+}
