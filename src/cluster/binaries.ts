@@ -28,7 +28,7 @@ export type BinaryPaths = Record<BinaryName, string>;
 
 export type ProgressFn = (line: string) => void;
 
-interface Recipe {
+export interface Recipe {
   /** Cache key: one directory per component and version. */
   key: string;
   binaries: BinaryName[];
@@ -49,7 +49,7 @@ const versionFlags = ["k8s.io/component-base/version", "k8s.io/client-go/pkg/ver
   `-X ${pkg}.gitTreeState=clean`,
 ]);
 
-const recipes: Recipe[] = [
+export const recipes: Recipe[] = [
   {
     key: `kubernetes-${k8sVersion}`,
     binaries: ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"],
@@ -122,7 +122,7 @@ interface Manifest {
 
 type EntryState = { state: "ok" } | { state: "missing" } | { state: "corrupted"; why: string };
 
-async function inspectEntry(dir: string, recipe: Recipe): Promise<EntryState> {
+export async function inspectEntry(dir: string, recipe: Recipe): Promise<EntryState> {
   const manifestPath = join(dir, "manifest.json");
   if (!existsSync(dir)) return { state: "missing" };
   if (!existsSync(manifestPath))
