@@ -67,7 +67,9 @@ if (needsCluster) {
   const reuse = process.env.MLMODEL_TEST_CLUSTER_DIR;
   const reused = reuse ? await readState(reuse) : undefined;
   if (reuse && !reused) {
-    console.error(`# MLMODEL_TEST_CLUSTER_DIR=${reuse} holds no running cluster; start one with: mlmodel cluster up --dir ${reuse}`);
+    console.error(
+      `# MLMODEL_TEST_CLUSTER_DIR=${reuse} holds no running cluster; start one with: mlmodel cluster up --dir ${reuse}`,
+    );
     process.exit(1);
   }
   if (reused) {

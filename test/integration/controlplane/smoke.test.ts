@@ -138,11 +138,15 @@ describe("local control plane", () => {
 
   it("enforces the restricted Pod Security level", async () => {
     // The API server answers with JSON, so the quotes in its message arrive escaped.
-    const violates = (err: Error) => /violates PodSecurity \\?"restricted/.test(String((err as { body?: string }).body));
+    const violates = (err: Error) =>
+      /violates PodSecurity \\?"restricted/.test(String((err as { body?: string }).body));
     const pod = (name: string, securityContext?: object) =>
       core.createNamespacedPod({
         namespace: ns.name,
-        body: { metadata: { name }, spec: { containers: [{ name: "c", image: "busybox:1", securityContext }] } },
+        body: {
+          metadata: { name },
+          spec: { containers: [{ name: "c", image: "busybox:1", securityContext }] },
+        },
       });
     await assert.rejects(pod("privileged", { privileged: true }), violates);
     await assert.rejects(pod("unhardened"), violates);
