@@ -37,6 +37,9 @@ export interface EventRecorderOptions {
   maxTracked?: number;
 }
 
+/** The two writes a recorder makes (a KubeClient in production). */
+export type EventSink = Pick<KubeClient, "create" | "patch">;
+
 interface Tracked {
   namespace: string;
   name: string;
@@ -50,7 +53,7 @@ interface Tracked {
 const NOTE_MAX = 1024;
 
 export class KubeEventRecorder implements EventRecorder {
-  readonly #client: KubeClient;
+  readonly #client: EventSink;
   readonly #opts: EventRecorderOptions;
   readonly #clock: Clock;
   readonly #tracked = new Map<string, Tracked>();
@@ -58,7 +61,7 @@ export class KubeEventRecorder implements EventRecorder {
   /** Counts of API writes, for tests and the bench. */
   readonly writes = { created: 0, patched: 0, failed: 0 };
 
-  constructor(client: KubeClient, opts: EventRecorderOptions) {
+  constructor(client: EventSink, opts: EventRecorderOptions) {
     if (!opts.reportingController)
       throw new TypeError('event recorder needs reportingController, e.g. "example.com/podset"');
     if (!opts.reportingInstance)

@@ -36,7 +36,7 @@ export {
   parseRetryAfter,
   TerminalError,
 } from "./errors.ts";
-export type { EventRecorder, EventRecorderOptions, EventType } from "./events.ts";
+export type { EventRecorder, EventRecorderOptions, EventSink, EventType } from "./events.ts";
 export { KubeEventRecorder, logEventRecorder } from "./events.ts";
 export type { ChangeHandler, InformerOptions, Transform } from "./informer.ts";
 export { Informer, reflector } from "./informer.ts";

@@ -16,6 +16,7 @@
  */
 import { ItemBackoff } from "./backoff.ts";
 import { type Clock, realClock, type Timer } from "./clock.ts";
+import { MinHeap } from "./heap.ts";
 
 export type Priority = "high" | "low";
 
@@ -47,7 +48,11 @@ export class WorkQueue {
   readonly #dirty = new Map<string, Priority>();
   readonly #processing = new Map<string, number>();
   readonly #addedAt = new Map<string, number>();
+  // Delayed keys: the map holds each key's earliest time; the heap orders them (stale heap
+  // entries, superseded by an earlier time, are skipped when popped).
   readonly #waiting = new Map<string, { at: number; priority: Priority }>();
+  readonly #heap = new MinHeap();
+  #seq = 0;
   readonly #waiters: ((key: string | undefined) => void)[] = [];
   #timer: { at: number; handle: Timer } | undefined;
   #highStreak = 0;
@@ -108,6 +113,7 @@ export class WorkQueue {
     const existing = this.#waiting.get(key);
     if (existing && existing.at <= at) return;
     this.#waiting.set(key, { at, priority });
+    this.#heap.push({ at, seq: this.#seq++, key });
     this.#schedule();
   }
 
@@ -159,6 +165,7 @@ export class WorkQueue {
     this.#timer?.handle.cancel();
     this.#timer = undefined;
     this.#waiting.clear();
+    this.#heap.clear();
     this.#high.clear();
     this.#low.clear();
     for (const key of [...this.#dirty.keys()]) if (!this.#processing.has(key)) this.#dirty.delete(key);
@@ -208,9 +215,9 @@ export class WorkQueue {
   }
 
   #schedule(): void {
-    let earliest = Number.POSITIVE_INFINITY;
-    for (const w of this.#waiting.values()) earliest = Math.min(earliest, w.at);
-    if (earliest === Number.POSITIVE_INFINITY) return;
+    this.#dropStale();
+    const earliest = this.#heap.peek()?.at;
+    if (earliest === undefined) return;
     if (this.#timer && this.#timer.at <= earliest) return;
     this.#timer?.handle.cancel();
     const handle = this.#clock.setTimer(earliest - this.#clock.now(), () => this.#fire());
@@ -220,12 +227,25 @@ export class WorkQueue {
   #fire(): void {
     this.#timer = undefined;
     const now = this.#clock.now();
-    for (const [key, w] of [...this.#waiting]) {
-      if (w.at > now) continue;
-      this.#waiting.delete(key);
-      this.add(key, w.priority);
+    for (;;) {
+      this.#dropStale();
+      const top = this.#heap.peek();
+      if (!top || top.at > now) break;
+      this.#heap.pop();
+      const w = this.#waiting.get(top.key)!;
+      this.#waiting.delete(top.key);
+      this.add(top.key, w.priority);
     }
     this.#schedule();
+  }
+
+  /** Pops heap entries whose key is no longer waiting at that time. */
+  #dropStale(): void {
+    for (;;) {
+      const top = this.#heap.peek();
+      if (!top || this.#waiting.get(top.key)?.at === top.at) return;
+      this.#heap.pop();
+    }
   }
 
   #publishDepth(): void {
