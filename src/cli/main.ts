@@ -11,6 +11,8 @@ interface CommandModule {
 const commands: Record<string, () => Promise<CommandModule>> = {
   cluster: () => import("./commands/cluster.ts"),
   download: () => import("./commands/download.ts"),
+  install: () => import("./commands/install.ts"),
+  operator: () => import("./commands/operator.ts"),
 };
 
 async function usage(): Promise<string> {

@@ -18,12 +18,10 @@ import type { ResolvedRuntime } from "./runtime-selection.ts";
 export interface OperatorConfig {
   /** The image whose entrypoint is `mlmodel`; its `download` command fills model storage. */
   downloaderImage: string;
-  clusterDomain: string;
 }
 
 export const defaultOperatorConfig: OperatorConfig = {
   downloaderImage: "ghcr.io/mlmodel-operator/mlmodel:0.1.0",
-  clusterDomain: "cluster.local",
 };
 
 export const defaults = {

@@ -1,0 +1,74 @@
+/** `mlmodel install`: CRDs, built-in runtimes and the operator's RBAC, applied to a cluster. */
+import { parseArgs } from "node:util";
+import { KubeConfig } from "@kubernetes/client-node";
+import { stringify } from "yaml";
+import { install } from "../../operator/install.ts";
+import { kubeClientFor } from "../../operator/kube-client.ts";
+import { defaultOperatorNamespace, installManifests } from "../../operator/manifests.ts";
+import { CliError } from "../errors.ts";
+
+export const summary = "install CRDs, built-in serving runtimes and operator RBAC into a cluster";
+
+const help = `Usage: mlmodel install [--kubeconfig PATH] [--namespace NS] [--print]
+
+Applies (server-side apply) the MLModel, ServingRuntime and ClusterServingRuntime CRDs, the
+built-in ClusterServingRuntimes (tensorflow-serving, triton, mlserver, torchserve) and the
+operator's ServiceAccount and least-privilege RBAC in namespace NS.
+
+Flags:
+  --kubeconfig PATH   cluster to install into (default: $KUBECONFIG, ~/.kube/config)
+  --namespace NS      namespace of the operator's ServiceAccount (default ${defaultOperatorNamespace})
+  --print             print the manifests as YAML instead of applying them
+
+Examples:
+  mlmodel install --kubeconfig "$(mlmodel cluster kubeconfig)"
+  mlmodel install --print > install.yaml`;
+
+export async function run(argv: string[]): Promise<number> {
+  let values: { kubeconfig?: string; namespace?: string; print?: boolean; help?: boolean };
+  try {
+    values = parseArgs({
+      args: argv,
+      options: {
+        kubeconfig: { type: "string" },
+        namespace: { type: "string" },
+        print: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
+  }
+  if (values.help) {
+    console.log(help);
+    return 0;
+  }
+  const namespace = values.namespace ?? defaultOperatorNamespace;
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace)) {
+    throw new CliError(
+      `--namespace "${namespace}" is not a valid namespace name (lowercase letters, digits, '-')`,
+      2,
+    );
+  }
+  if (values.print) {
+    const objects = installManifests(namespace).flatMap((f) => f.objects);
+    process.stdout.write(objects.map((o) => stringify(o, { lineWidth: 0 })).join("---\n"));
+    return 0;
+  }
+  const kc = new KubeConfig();
+  try {
+    if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new CliError(
+      `cannot load kubeconfig ${values.kubeconfig ?? "(default)"}: ${(err as Error).message}`,
+    );
+  }
+  if (!kc.getCurrentCluster())
+    throw new CliError("no cluster configured: pass --kubeconfig PATH or set KUBECONFIG");
+  await install(await kubeClientFor(kc), { namespace, progress: (line) => console.log(line) });
+  console.log(
+    `installed; run the operator with: mlmodel operator${values.kubeconfig ? ` --kubeconfig ${values.kubeconfig}` : ""}`,
+  );
+  return 0;
+}

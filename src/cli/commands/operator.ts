@@ -1,0 +1,151 @@
+/** `mlmodel operator`: runs the MLModel operator against a cluster until SIGINT/SIGTERM. */
+import { Writable } from "node:stream";
+import { parseArgs } from "node:util";
+import { KubeConfig } from "@kubernetes/client-node";
+import pino, { type Logger } from "pino";
+import { defaultOperatorConfig } from "../../operator/plan.ts";
+import { createOperator } from "../../operator/run.ts";
+import { shutdownSignal } from "../../runtime/index.ts";
+import { CliError } from "../errors.ts";
+
+export const summary = "run the MLModel operator (controllers, metrics, health probes)";
+
+const help = `Usage: mlmodel operator [flags]
+
+Runs the MLModel controller: it watches MLModels and their children and serves models.
+
+Flags:
+  --kubeconfig PATH                 cluster to manage (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+  --namespace NS                    only manage MLModels in NS; repeat for several (default: all)
+  --metrics-bind-address ADDR       serve Prometheus /metrics on host:port, ":port", or 0 to disable (default :8080)
+  --health-probe-bind-address ADDR  serve /healthz and /readyz on host:port, ":port", or 0 (default :8081)
+  --leader-elect                    run as one of several replicas: only the Lease holder reconciles
+  --leader-election-namespace NS    namespace of the Lease (default: $POD_NAMESPACE or mlmodel-system)
+  --concurrency N                   MLModels reconciled in parallel (default 2)
+  --downloader-image IMAGE          image whose \`mlmodel download\` fills model storage
+                                    (default ${defaultOperatorConfig.downloaderImage})
+  --log-level LEVEL                 trace, debug, info, warn or error (default info)
+  --log-format FORMAT               json or text (default json)
+
+Examples:
+  mlmodel operator --kubeconfig ~/.kube/config --namespace models
+  mlmodel operator --leader-elect --metrics-bind-address :8080 --log-format text`;
+
+const levels = ["trace", "debug", "info", "warn", "error"] as const;
+
+function parse(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      options: {
+        kubeconfig: { type: "string" },
+        namespace: { type: "string", multiple: true },
+        "metrics-bind-address": { type: "string", default: ":8080" },
+        "health-probe-bind-address": { type: "string", default: ":8081" },
+        "leader-elect": { type: "boolean", default: false },
+        "leader-election-namespace": { type: "string" },
+        concurrency: { type: "string", default: "2" },
+        "downloader-image": { type: "string", default: defaultOperatorConfig.downloaderImage },
+        "log-level": { type: "string", default: "info" },
+        "log-format": { type: "string", default: "json" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
+  }
+}
+
+/** One line per record: `time LEVEL msg key=value ...`, for a person at a terminal. */
+function textStream(): Writable {
+  const names: Record<number, string> = {
+    10: "TRACE",
+    20: "DEBUG",
+    30: "INFO",
+    40: "WARN",
+    50: "ERROR",
+    60: "FATAL",
+  };
+  return new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split("\n").filter(Boolean)) {
+        const {
+          time,
+          level,
+          msg,
+          pid: _pid,
+          hostname: _host,
+          ...rest
+        } = JSON.parse(line) as Record<string, unknown>;
+        const fields = Object.entries(rest)
+          .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+          .join(" ");
+        process.stderr.write(
+          `${new Date(Number(time)).toISOString()} ${names[Number(level)] ?? level} ${msg ?? ""}${fields ? ` ${fields}` : ""}\n`,
+        );
+      }
+      done();
+    },
+  });
+}
+
+export function loggerFor(level: string, format: string): Logger {
+  if (!(levels as readonly string[]).includes(level)) {
+    throw new CliError(`--log-level "${level}" is not one of ${levels.join(", ")}`, 2);
+  }
+  if (format !== "json" && format !== "text")
+    throw new CliError(`--log-format "${format}" must be json or text`, 2);
+  return format === "json" ? pino({ level }) : pino({ level }, textStream());
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const flags = parse(argv);
+  if (flags.help) {
+    console.log(help);
+    return 0;
+  }
+  const concurrency = Number(flags.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
+    throw new CliError(`--concurrency "${flags.concurrency}" must be a whole number from 1 to 64`, 2);
+  }
+  const logger = loggerFor(flags["log-level"], flags["log-format"]);
+  const kubeConfig = new KubeConfig();
+  try {
+    if (flags.kubeconfig) kubeConfig.loadFromFile(flags.kubeconfig);
+    else kubeConfig.loadFromDefault();
+  } catch (err) {
+    throw new CliError(
+      `cannot load kubeconfig ${flags.kubeconfig ?? "(default)"}: ${(err as Error).message}`,
+    );
+  }
+  if (!kubeConfig.getCurrentCluster()) {
+    throw new CliError(
+      "no cluster configured: pass --kubeconfig PATH or set KUBECONFIG (or run `mlmodel start`)",
+    );
+  }
+  let mgr: Awaited<ReturnType<typeof createOperator>>;
+  try {
+    mgr = await createOperator({
+      kubeConfig,
+      namespaces: flags.namespace,
+      metricsBindAddress: flags["metrics-bind-address"],
+      healthProbeBindAddress: flags["health-probe-bind-address"],
+      leaderElectionNamespace: flags["leader-elect"]
+        ? (flags["leader-election-namespace"] ?? process.env.POD_NAMESPACE ?? "mlmodel-system")
+        : undefined,
+      concurrency,
+      downloaderImage: flags["downloader-image"],
+      logger,
+    });
+  } catch (err) {
+    // Bad flag values the runtime rejects (namespaces, bind addresses) are usage errors.
+    if (err instanceof TypeError) throw new CliError(err.message, 2);
+    throw err;
+  }
+  logger.info(
+    { namespaces: flags.namespace ?? "all", leaderElect: flags["leader-elect"], concurrency },
+    "starting the MLModel operator",
+  );
+  await mgr.start(shutdownSignal());
+  return 0;
+}

@@ -1,0 +1,42 @@
+/** Builds the operator process: a Manager with the MLModel controller registered. */
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { type KubeClient, Manager } from "../runtime/index.ts";
+import { kubeClientFor } from "./kube-client.ts";
+import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
+import { addMLModelController } from "./reconciler.ts";
+
+export interface OperatorOptions extends Partial<OperatorConfig> {
+  kubeConfig?: KubeConfig;
+  client?: KubeClient;
+  namespaces?: string[];
+  metricsBindAddress?: string;
+  healthProbeBindAddress?: string;
+  /** Namespace of the leader-election Lease; leader election is off when undefined. */
+  leaderElectionNamespace?: string;
+  concurrency?: number;
+  logger?: Logger;
+}
+
+export const leaseName = "mlmodel-operator";
+
+export async function createOperator(options: OperatorOptions): Promise<Manager> {
+  const client = options.client ?? (options.kubeConfig ? await kubeClientFor(options.kubeConfig) : undefined);
+  const mgr = new Manager({
+    kubeConfig: options.kubeConfig,
+    client,
+    namespaces: options.namespaces,
+    metricsBindAddress: options.metricsBindAddress,
+    healthProbeBindAddress: options.healthProbeBindAddress,
+    logger: options.logger,
+    reportingController: "serving.mlmodel.dev/operator",
+    ...(options.leaderElectionNamespace
+      ? { leaderElection: { name: leaseName, namespace: options.leaderElectionNamespace } }
+      : {}),
+  });
+  addMLModelController(mgr, {
+    downloaderImage: options.downloaderImage ?? defaultOperatorConfig.downloaderImage,
+    concurrency: options.concurrency,
+  });
+  return mgr;
+}
