@@ -423,38 +423,74 @@ export interface ComponentHealth {
   detail: string;
 }
 
+function healthUrl(state: ClusterState, component: Component): string {
+  switch (component) {
+    case "etcd":
+      return `${state.etcdEndpoint}/health`;
+    case "kube-apiserver":
+      return `${state.server}/readyz`;
+    case "kube-controller-manager":
+      return `https://127.0.0.1:${state.ports.controllerManager}/healthz`;
+    case "kube-scheduler":
+      return `https://127.0.0.1:${state.ports.scheduler}/healthz`;
+    case "kwok":
+      return `http://127.0.0.1:${state.ports.kwok}/healthz`;
+  }
+}
+
+async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<ComponentHealth> {
+  const url = healthUrl(state, record.component);
+  const running = await isOurs(record);
+  const ca =
+    record.component === "kube-apiserver"
+      ? await readFile(join(state.dir, "pki", "ca.crt"), "utf8").catch(() => undefined)
+      : undefined;
+  const result = running ? await probe({ url, ca }) : { code: 0, body: "" };
+  const healthy =
+    result.code === 200 && (record.component !== "etcd" || result.body.includes('"health":"true"'));
+  const detail = !running
+    ? `not running (log: ${record.log})`
+    : healthy
+      ? url
+      : `unhealthy: HTTP ${result.code || "no answer"} from ${url}`;
+  return { component: record.component, pid: record.pid, running, healthy, detail };
+}
+
 /** Health of each component of the cluster in `dir`, or undefined when there is none. */
 export async function status(
   dirOption: string,
 ): Promise<{ state: ClusterState; components: ComponentHealth[] } | undefined> {
+  const state = await readState(resolve(dirOption));
+  if (!state) return undefined;
+  const components = await Promise.all(state.processes.map((record) => checkHealth(state, record)));
+  return { state, components };
+}
+
+/**
+ * Stops one component of a running cluster and starts it again with the same arguments (same
+ * ports, same data), after `downtimeMs`. For fault-injection tests: an API server restart, an
+ * etcd outage. Resolves once the component is healthy again.
+ */
+export async function restartComponent(
+  dirOption: string,
+  component: Component,
+  options: { downtimeMs?: number; timeoutMs?: number } = {},
+): Promise<ProcessRecord> {
   const dir = resolve(dirOption);
   const state = await readState(dir);
-  if (!state) return undefined;
-  const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8").catch(() => undefined);
-  const urls: Record<Component, string> = {
-    etcd: `${state.etcdEndpoint}/health`,
-    "kube-apiserver": `${state.server}/readyz`,
-    "kube-controller-manager": `https://127.0.0.1:${state.ports.controllerManager}/healthz`,
-    "kube-scheduler": `https://127.0.0.1:${state.ports.scheduler}/healthz`,
-    kwok: `http://127.0.0.1:${state.ports.kwok}/healthz`,
-  };
-  const components: ComponentHealth[] = [];
-  for (const record of state.processes) {
-    const running = await isOurs(record);
-    const result = running
-      ? await probe({
-          url: urls[record.component],
-          ca: record.component === "kube-apiserver" ? ca : undefined,
-        })
-      : { code: 0, body: "" };
-    const healthy =
-      result.code === 200 && (record.component !== "etcd" || result.body.includes('"health":"true"'));
-    const detail = !running
-      ? `not running (log: ${record.log})`
-      : healthy
-        ? urls[record.component]
-        : `unhealthy: HTTP ${result.code || "no answer"} from ${urls[record.component]}`;
-    components.push({ component: record.component, pid: record.pid, running, healthy, detail });
-  }
-  return { state, components };
+  const index = state?.processes.findIndex((p) => p.component === component) ?? -1;
+  if (!state || index < 0) throw new ClusterError(`no running cluster with a ${component} in ${dir}`);
+  const old = state.processes[index]!;
+  await stopProcess(old);
+  if (options.downtimeMs) await new Promise((r) => setTimeout(r, options.downtimeMs));
+  const record = startProcess(component, old.binary, old.args, old.log);
+  state.processes[index] = record;
+  await writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
+  await waitUntil(
+    record,
+    "healthy again",
+    async () => (await checkHealth(state, record)).healthy,
+    options.timeoutMs ?? 90_000,
+  );
+  return record;
 }

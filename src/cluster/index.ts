@@ -7,6 +7,7 @@ export {
   down,
   kubeconfigPath,
   readState,
+  restartComponent,
   status,
   type UpOptions,
   up,

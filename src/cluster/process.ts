@@ -15,6 +15,7 @@ export interface ProcessRecord {
   component: Component;
   pid: number;
   binary: string;
+  args: string[];
   log: string;
 }
 
@@ -48,7 +49,7 @@ export function startProcess(
   const child = spawn(binary, args, { detached: true, stdio: ["ignore", fd, fd] });
   child.unref();
   if (child.pid === undefined) throw new ComponentError(component, log, "could not be started");
-  return { component, pid: child.pid, binary, log };
+  return { component, pid: child.pid, binary, args, log };
 }
 
 /** True when pid is alive and still runs the binary we started (pids get reused). */
