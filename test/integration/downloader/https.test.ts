@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { completionMarkerName, partialDirFor } from "../../../src/downloader/contract.ts";
+import { makeArchive } from "../../unit/downloader/archive-fixtures.ts";
 import { FileServer } from "./file-server.ts";
 import { makeCertificates, randomBytes, runDownload, tempDir } from "./servers.ts";
 
@@ -172,6 +173,34 @@ describe("https:// downloads", () => {
     );
     assert.equal(existsSync(dest), false);
     assert.equal(existsSync(partialDirFor(dest)), false);
+  });
+
+  it("unpacks a .tar.gz model and records it in the marker", async () => {
+    server.files.set("/models/saved.tar.gz", readFileSync(makeArchive(work, "good-tgz")));
+    const dest = join(work, "unpacked");
+    const res = await runDownload(["--uri", `${server.url}/models/saved.tar.gz`, "--dest", dest], env);
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(readFileSync(join(dest, "model/saved_model.pb"), "utf8"), "pb".repeat(1000));
+    assert.equal(existsSync(join(dest, "saved.tar.gz")), false, "the archive itself is not published");
+    assert.equal(JSON.parse(readFileSync(join(dest, completionMarkerName), "utf8")).extracted, true);
+  });
+
+  it("refuses a malicious archive and publishes nothing", async () => {
+    server.files.set("/models/evil.tar.gz", readFileSync(makeArchive(work, "traversal-tgz")));
+    const dest = join(work, "evil");
+    const log = join(work, "evil.log");
+    const res = await runDownload(["--uri", `${server.url}/models/evil.tar.gz`, "--dest", dest], {
+      ...env,
+      MLMODEL_TERMINATION_LOG: log,
+    });
+    assert.equal(res.code, 1);
+    assert.match(
+      readFileSync(log, "utf8"),
+      /evil\.tar\.gz: UnsafeArchive: archive entry "\.\.\/evil\.txt" climbs out/,
+    );
+    assert.equal(existsSync(dest), false);
+    assert.equal(existsSync(partialDirFor(dest)), false);
+    assert.equal(existsSync(join(work, "evil.txt")), false);
   });
 
   it("names the flag, the value and the right form on bad input", async () => {
