@@ -1,0 +1,69 @@
+import type { V1Deployment, V1Pod } from "@kubernetes/client-node";
+import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { builtinRuntimes } from "../../../src/operator/builtin-runtimes.ts";
+import { labels } from "../../../src/operator/names.ts";
+
+export function model(spec: MLModelSpec, name = "resnet"): MLModel {
+  return {
+    apiVersion: "serving.mlmodel.dev/v1alpha1",
+    kind: "MLModel",
+    metadata: { name, namespace: "ml", uid: "uid-1", generation: 1 },
+    spec,
+  };
+}
+
+export const runtimes = builtinRuntimes;
+export const tfServing = builtinRuntimes.find((r) => r.metadata.name === "tensorflow-serving")!;
+
+export function pod(
+  name: string,
+  revision: string,
+  opts: { ready?: boolean; waiting?: string; unschedulable?: string } = {},
+): V1Pod {
+  return {
+    metadata: {
+      name,
+      labels: { [labels.model]: "resnet", [labels.component]: "server", [labels.revision]: revision },
+    },
+    status: {
+      conditions: [
+        { type: "Ready", status: opts.ready ? "True" : "False" },
+        ...(opts.unschedulable
+          ? [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: opts.unschedulable }]
+          : []),
+      ],
+      containerStatuses: opts.waiting
+        ? [
+            {
+              name: "server",
+              image: "img",
+              imageID: "",
+              ready: false,
+              restartCount: 4,
+              state: { waiting: { reason: opts.waiting, message: "back-off" } },
+              lastState: { terminated: { exitCode: 137, reason: "Error", message: "out of memory" } },
+            },
+          ]
+        : [],
+    },
+  } as V1Pod;
+}
+
+export function deployment(
+  replicas: number,
+  ready: number,
+  extra: Partial<V1Deployment["status"]> = {},
+): V1Deployment {
+  return {
+    metadata: { name: "resnet", generation: 2 },
+    spec: { replicas, selector: {}, template: {} },
+    status: {
+      observedGeneration: 2,
+      replicas,
+      updatedReplicas: replicas,
+      readyReplicas: ready,
+      availableReplicas: ready,
+      ...extra,
+    },
+  };
+}

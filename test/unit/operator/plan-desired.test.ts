@@ -1,0 +1,224 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  desiredAutoscaler,
+  desiredDeployment,
+  desiredDownloadJob,
+  desiredService,
+  desiredStorage,
+  servingPodTemplate,
+} from "../../../src/operator/desired.ts";
+import { PlanError, planModel } from "../../../src/operator/plan.ts";
+import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
+import { model, runtimes, tfServing } from "./fixtures.ts";
+
+const owner = {
+  apiVersion: "serving.mlmodel.dev/v1alpha1",
+  kind: "MLModel",
+  name: "resnet",
+  uid: "uid-1",
+  controller: true,
+};
+const config = { downloaderImage: "example.com/mlmodel:1" };
+const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
+
+describe("resolveRuntime", () => {
+  it("picks the highest-priority runtime that auto-selects the format", () => {
+    const r = resolveRuntime(model({ model: { uri: "s3://b/m", format: "onnx" } }), [], runtimes);
+    assert.deepEqual(r.ok && r.runtime.ref, "ClusterServingRuntime/triton");
+  });
+  it("prefers a namespaced runtime of the same name over the cluster one", () => {
+    const mine = {
+      ...tfServing,
+      kind: "ServingRuntime" as const,
+      metadata: { name: "tensorflow-serving", namespace: "ml" },
+    };
+    const r = resolveRuntime(
+      model({ model: { format: "tensorflow", uri: "s3://b" }, runtime: "tensorflow-serving" }),
+      [mine],
+      runtimes,
+    );
+    assert.equal(r.ok && r.runtime.ref, "ServingRuntime/tensorflow-serving");
+  });
+  it("says which runtimes exist when spec.runtime names none", () => {
+    const r = resolveRuntime(model({ model: { uri: "s3://b" }, runtime: "tensorflw" }), [], runtimes);
+    assert.equal(r.ok, false);
+    assert.ok(!r.ok && r.reason === "RuntimeNotFound");
+    assert.match(
+      !r.ok ? r.message : "",
+      /spec.runtime "tensorflw".*available: mlserver, tensorflow-serving, torchserve, triton/,
+    );
+  });
+  it("lists the formats served when no runtime auto-selects the format", () => {
+    const r = resolveRuntime(model({ model: { uri: "s3://b", format: "caffe" } }), [], runtimes);
+    assert.ok(!r.ok && r.reason === "NoRuntimeForFormat");
+    assert.match(!r.ok ? r.message : "", /"caffe".*onnx/);
+  });
+  it("rejects a runtime that does not serve the given format", () => {
+    const r = resolveRuntime(
+      model({ model: { uri: "s3://b", format: "sklearn" }, runtime: "torchserve" }),
+      [],
+      runtimes,
+    );
+    assert.ok(!r.ok && r.reason === "FormatNotSupported");
+  });
+  it("runs a custom image without a runtime", () => {
+    const r = resolveRuntime(model({ model: { path: "/m" }, image: "me/server:1" }), [], runtimes);
+    assert.deepEqual(r, { ok: true, runtime: { ref: "custom" } });
+  });
+});
+
+describe("planModel and desired children", () => {
+  const spec = { model: { uri: "s3://bucket/resnet", format: "tensorflow", version: "7" }, replicas: 3 };
+
+  it("downloads into a per-content directory under a versioned base path", () => {
+    const plan = planModel(model(spec), tf);
+    assert.equal(plan.source.type, "download");
+    if (plan.source.type !== "download") return;
+    assert.match(plan.source.dest, /^\/mnt\/models\/[0-9a-f]{10}\/7$/);
+    assert.equal(plan.modelDir, plan.source.dest.replace(/\/7$/, ""));
+    const other = planModel(model({ ...spec, model: { ...spec.model, version: "8" } }), tf);
+    assert.notEqual(other.source.type === "download" && other.source.jobName, plan.source.jobName);
+  });
+
+  it("builds a restricted download Job running `mlmodel download` with the credentials", () => {
+    const plan = planModel(
+      model({
+        ...spec,
+        model: { ...spec.model, sha256: "a".repeat(64), credentialsSecretRef: { name: "creds" } },
+      }),
+      tf,
+    );
+    const job = desiredDownloadJob(plan, owner, config)!;
+    const pod = job.spec!.template.spec!;
+    const c = pod.containers[0]!;
+    assert.deepEqual(c.command, ["mlmodel", "download"]);
+    assert.deepEqual(c.args, [
+      "--uri",
+      "s3://bucket/resnet",
+      "--dest",
+      (plan.source as { dest: string }).dest,
+      "--sha256",
+      "a".repeat(64),
+    ]);
+    assert.equal(c.terminationMessagePolicy, "FallbackToLogsOnError");
+    assert.deepEqual(c.envFrom, [{ secretRef: { name: "creds" } }]);
+    assert.equal(pod.securityContext?.runAsNonRoot, true);
+    assert.equal(pod.securityContext?.seccompProfile?.type, "RuntimeDefault");
+    assert.deepEqual(c.securityContext?.capabilities?.drop, ["ALL"]);
+    assert.equal(c.securityContext?.allowPrivilegeEscalation, false);
+    assert.equal(pod.restartPolicy, "Never");
+    assert.deepEqual(job.metadata?.ownerReferences, [owner]);
+  });
+
+  it("sizes the claim from spec.storage, default 10Gi", () => {
+    assert.deepEqual(desiredStorage(planModel(model(spec), tf), owner)?.spec?.resources?.requests, {
+      storage: "10Gi",
+    });
+    const sized = desiredStorage(planModel(model({ ...spec, storage: { size: "50Gi" } }), tf), owner);
+    assert.deepEqual(sized?.spec?.resources?.requests, { storage: "50Gi" });
+  });
+
+  it("mounts a pvc:// claim read-only in place: no storage, no Job", () => {
+    const plan = planModel(model({ model: { uri: "pvc://shared/models/resnet", format: "tensorflow" } }), tf);
+    assert.equal(desiredStorage(plan, owner), undefined);
+    assert.equal(desiredDownloadJob(plan, owner, config), undefined);
+    const pod = desiredDeployment(plan, owner).spec!.template.spec!;
+    assert.deepEqual(pod.volumes?.[0], {
+      name: "model",
+      persistentVolumeClaim: { claimName: "shared", readOnly: true },
+    });
+    assert.deepEqual(pod.containers[0]!.volumeMounts?.[0], {
+      name: "model",
+      mountPath: "/mnt/models",
+      readOnly: true,
+      subPath: "models/resnet",
+    });
+  });
+
+  it("gives the serving container per-runtime probes, ports, GPU and a restricted context", () => {
+    const plan = planModel(
+      model({ ...spec, resources: { cpu: "2", memory: "4Gi", gpu: 1 }, startupTimeoutSeconds: 1800 }),
+      tf,
+    );
+    const d = desiredDeployment(plan, owner);
+    const c = d.spec!.template.spec!.containers[0]!;
+    assert.equal(d.spec?.replicas, 3);
+    assert.deepEqual(c.readinessProbe?.httpGet, { path: "/v1/models/resnet", port: "rest" });
+    assert.equal(c.startupProbe?.failureThreshold, 180, "1800s at a 10s period");
+    assert.deepEqual(
+      c.ports?.map((p) => [p.name, p.containerPort]),
+      [
+        ["rest", 8501],
+        ["grpc", 8500],
+      ],
+    );
+    assert.deepEqual(c.resources, {
+      requests: { cpu: "2", memory: "4Gi", "nvidia.com/gpu": "1" },
+      limits: { "nvidia.com/gpu": "1" },
+    });
+    assert.equal(d.spec!.template.spec!.automountServiceAccountToken, false);
+    assert.deepEqual(d.spec?.strategy?.rollingUpdate, { maxUnavailable: 0, maxSurge: 1 });
+  });
+
+  it("leaves replicas to the autoscaler when autoscaling is set", () => {
+    const plan = planModel(
+      model({ model: { path: "/m" }, image: "me/s:1", autoscaling: { minReplicas: 2, maxReplicas: 5 } }),
+      { ref: "custom" },
+    );
+    assert.equal("replicas" in desiredDeployment(plan, owner).spec!, false);
+    const hpa = desiredAutoscaler(plan, owner)!;
+    assert.deepEqual([hpa.spec?.minReplicas, hpa.spec?.maxReplicas], [2, 5]);
+    assert.equal(desiredAutoscaler(planModel(model(spec), tf), owner), undefined);
+  });
+
+  it("exposes named rest and grpc ports on the requested Service type", () => {
+    const plan = planModel(
+      model({ ...spec, endpoint: { serviceType: "NodePort", restPort: 8500, grpcPort: 9000 } }),
+      tf,
+    );
+    const svc = desiredService(plan, owner);
+    assert.equal(svc.spec?.type, "NodePort");
+    assert.deepEqual(
+      svc.spec?.ports?.map((p) => [p.name, p.port, p.targetPort]),
+      [
+        ["rest", 8500, "rest"],
+        ["grpc", 9000, "grpc"],
+      ],
+    );
+  });
+
+  it("uses the model config file arguments when a ConfigMap is given", () => {
+    const plan = planModel(
+      model({
+        runtime: "tensorflow-serving",
+        model: { name: "resnet", configMapRef: { name: "cfg", key: "models.config" } },
+      }),
+      tf,
+    );
+    const c = desiredDeployment(plan, owner).spec!.template.spec!.containers[0]!;
+    assert.ok(c.args?.includes("--model_config_file=$(MODEL_CONFIG_FILE)"));
+    assert.ok(!c.args?.some((a) => a.startsWith("--model_base_path")));
+    assert.ok(
+      c.env?.some(
+        (e) => e.name === "MODEL_CONFIG_FILE" && e.value === "/etc/mlmodel/model-config/models.config",
+      ),
+    );
+  });
+
+  it("changes the serving revision with the pod template only", () => {
+    const a = servingPodTemplate(planModel(model(spec), tf)).revision;
+    assert.equal(servingPodTemplate(planModel(model({ ...spec, replicas: 5 }), tf)).revision, a);
+    assert.notEqual(servingPodTemplate(planModel(model({ ...spec, image: "other:1" }), tf)).revision, a);
+  });
+
+  it("fails clearly when gRPC is asked of a custom image without a gRPC port", () => {
+    assert.throws(
+      () =>
+        planModel(model({ model: { path: "/m" }, image: "me/s:1", endpoint: { protocol: "gRPC" } }), {
+          ref: "custom",
+        }),
+      (err: unknown) => err instanceof PlanError && /grpcPort/.test(err.message),
+    );
+  });
+});

@@ -1,0 +1,218 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import { holds, needsApply, withAppliedHash } from "../../../src/operator/drift.ts";
+import { planModel } from "../../../src/operator/plan.ts";
+import { computeStatus, type Observed, transitionEvent } from "../../../src/operator/status.ts";
+import { deployment, model, pod, tfServing } from "./fixtures.ts";
+
+const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
+const m = model({ model: { uri: "s3://b/m", format: "tensorflow" }, replicas: 2 });
+const plan = planModel(m, tf);
+const jobName = plan.source.type === "download" ? plan.source.jobName : "";
+const done: V1Job = {
+  metadata: { name: jobName },
+  status: { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] },
+};
+const service = { metadata: { name: "resnet" } };
+
+function observe(extra: Partial<Observed>): Observed {
+  return {
+    model: m,
+    now: "2026-01-01T00:00:00Z",
+    plan,
+    revision: "rev1",
+    missing: [],
+    storage: { status: { phase: "Bound" } },
+    job: done,
+    jobPods: [],
+    pods: [],
+    service,
+    ...extra,
+  };
+}
+
+describe("computeStatus", () => {
+  it("is Ready only when every desired replica of the current revision is ready", () => {
+    const s = computeStatus(
+      observe({
+        deployment: deployment(2, 2),
+        pods: [pod("a", "rev1", { ready: true }), pod("b", "rev1", { ready: true })],
+      }),
+    );
+    assert.equal(s.phase, "Ready");
+    assert.equal(s.readyReplicas, 2);
+    assert.equal(s.restURL, "http://resnet.ml.svc:8501");
+    assert.equal(s.grpcURL, "resnet.ml.svc:8500");
+    assert.equal(s.revision?.lastReady, "rev1");
+  });
+
+  it("is not Ready when the Deployment claims readiness but the pods do not", () => {
+    const s = computeStatus(
+      observe({ deployment: deployment(2, 2), pods: [pod("a", "rev1", { ready: true }), pod("b", "rev1")] }),
+    );
+    assert.equal(s.phase, "Deploying");
+    assert.equal(s.conditions?.find((c) => c.type === "Ready")?.status, "False");
+  });
+
+  it("is not Ready while only old-revision pods are ready", () => {
+    const s = computeStatus(
+      observe({
+        deployment: deployment(1, 1),
+        pods: [pod("old", "rev0", { ready: true }), pod("new", "rev1")],
+      }),
+    );
+    assert.notEqual(s.phase, "Ready");
+    assert.equal(s.readyReplicas, 1);
+  });
+
+  for (const [waiting, reason] of [
+    ["CrashLoopBackOff", "CrashLoopBackOff"],
+    ["ErrImagePull", "ImagePullBackOff"],
+    ["ImagePullBackOff", "ImagePullBackOff"],
+  ] as const) {
+    it(`reports ${waiting} as Failed/${reason} with an actionable message`, () => {
+      const s = computeStatus(
+        observe({ deployment: deployment(1, 0), pods: [pod("a", "rev1", { waiting })] }),
+      );
+      assert.equal(s.phase, "Failed");
+      assert.equal(s.reason, reason);
+      assert.match(
+        s.message ?? "",
+        reason === "CrashLoopBackOff" ? /keeps crashing.*out of memory/ : /cannot pull image/,
+      );
+    });
+  }
+
+  it("reports an unschedulable pod as Pending/Unschedulable with the scheduler's words", () => {
+    const s = computeStatus(
+      observe({
+        deployment: deployment(1, 0),
+        pods: [pod("a", "rev1", { unschedulable: "0/3 nodes: Insufficient nvidia.com/gpu" })],
+      }),
+    );
+    assert.deepEqual([s.phase, s.reason], ["Pending", "Unschedulable"]);
+    assert.match(s.message ?? "", /Insufficient nvidia.com\/gpu/);
+  });
+
+  it("reports a Deployment past its progress deadline", () => {
+    const d = deployment(1, 0, {
+      conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }],
+    });
+    const s = computeStatus(observe({ deployment: d, pods: [pod("a", "rev1")] }));
+    assert.deepEqual([s.phase, s.reason], ["Failed", "ProgressDeadlineExceeded"]);
+  });
+
+  it("copies the downloader's termination message into a DownloadFailed status", () => {
+    const failed: V1Job = {
+      metadata: { name: jobName },
+      status: { failed: 4, conditions: [{ type: "Failed", status: "True", reason: "BackoffLimitExceeded" }] },
+    };
+    const jobPod = {
+      metadata: { name: "dl", creationTimestamp: "2026-01-01T00:00:00Z" },
+      status: {
+        containerStatuses: [
+          {
+            name: "download",
+            state: {
+              terminated: { exitCode: 1, message: "s3://b/m: AccessDenied: check the keys in Secret creds" },
+            },
+          },
+        ],
+      },
+    } as unknown as V1Pod;
+    const s = computeStatus(observe({ job: failed, jobPods: [jobPod] }));
+    assert.deepEqual([s.phase, s.reason], ["Failed", "DownloadFailed"]);
+    assert.match(s.message ?? "", /BackoffLimitExceeded.*AccessDenied: check the keys in Secret creds/);
+    assert.equal(s.download?.jobState, "Failed");
+  });
+
+  it("waits, and says so, for a missing Secret", () => {
+    const s = computeStatus(
+      observe({ missing: [{ reason: "SecretNotFound", message: "Secret creds does not exist" }] }),
+    );
+    assert.deepEqual([s.phase, s.reason], ["Pending", "SecretNotFound"]);
+    assert.match(s.message ?? "", /waiting for it to appear/);
+  });
+
+  it("reports an unknown runtime as Failed/RuntimeNotFound", () => {
+    const s = computeStatus(
+      observe({
+        plan: undefined,
+        revision: undefined,
+        planFailure: { reason: "RuntimeNotFound", message: "no runtime x" },
+      }),
+    );
+    assert.deepEqual([s.phase, s.reason], ["Failed", "RuntimeNotFound"]);
+  });
+
+  it("is Downloading while the Job runs", () => {
+    const running: V1Job = { metadata: { name: jobName }, status: { active: 1 } };
+    const s = computeStatus(observe({ job: running }));
+    assert.deepEqual([s.phase, s.download?.jobState], ["Downloading", "Running"]);
+  });
+
+  it("keeps lastTransitionTime when a condition does not change (no needless status writes)", () => {
+    const o = observe({
+      deployment: deployment(2, 2),
+      pods: [pod("a", "rev1", { ready: true }), pod("b", "rev1", { ready: true })],
+    });
+    const first = computeStatus(o);
+    const again = computeStatus({ ...o, model: { ...m, status: first }, now: "2026-01-02T00:00:00Z" });
+    assert.deepEqual(again, first);
+  });
+
+  it("emits one event per phase/reason transition, Warning for failures", () => {
+    assert.equal(
+      transitionEvent({ phase: "Ready", reason: "Serving" }, { phase: "Ready", reason: "Serving" }),
+      undefined,
+    );
+    assert.equal(
+      transitionEvent(
+        { phase: "Ready", reason: "Serving" },
+        { phase: "Failed", reason: "CrashLoopBackOff", message: "x" },
+      )?.type,
+      "Warning",
+    );
+    assert.equal(transitionEvent(undefined, { phase: "Ready", reason: "Serving" })?.type, "Normal");
+  });
+});
+
+describe("drift detection", () => {
+  const desired = withAppliedHash({
+    metadata: { name: "x", labels: { a: "1" } },
+    spec: {
+      replicas: 2,
+      template: {
+        spec: {
+          containers: [{ name: "c", resources: { requests: { cpu: "1000m", memory: "1Gi" } }, args: [] }],
+        },
+      },
+    },
+  });
+
+  it("skips the write when the live object holds every field we own (server defaults ignored)", () => {
+    const live = structuredClone(desired) as typeof desired & { spec: Record<string, unknown> };
+    live.spec.progressDeadlineSeconds = 600; // a server default
+    (live.spec.template.spec.containers[0] as Record<string, unknown>).terminationMessagePath =
+      "/dev/termination-log";
+    live.spec.template.spec.containers[0]!.resources.requests.cpu = "1"; // canonicalised quantity
+    assert.equal(needsApply(desired, live), false);
+  });
+
+  it("writes when someone changed a field we own", () => {
+    const live = structuredClone(desired);
+    live.spec.replicas = 5;
+    assert.equal(needsApply(desired, live), true);
+  });
+
+  it("writes when we stopped setting a field (the hash differs)", () => {
+    const next = withAppliedHash({ ...desired, metadata: { name: "x", labels: {} } });
+    assert.equal(needsApply(next, desired), true);
+  });
+
+  it("compares quantities by value only inside resource maps", () => {
+    assert.equal(holds({ limits: { memory: "1024Mi" } }, { limits: { memory: "1Gi" } }), true);
+    assert.equal(holds({ env: "1000m" }, { env: "1" }), false);
+  });
+});
