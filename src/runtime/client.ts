@@ -101,6 +101,7 @@ export interface KubeClientOptions {
 
 export class KubeClient {
   readonly #conn: Connection;
+  readonly #server: string;
   readonly #userAgent: string;
   readonly #listeners: ((r: RequestRecord) => void)[] = [];
 
@@ -108,7 +109,9 @@ export class KubeClient {
     if (!/^https?:\/\//.test(conn.server)) {
       throw new TypeError(`KubeClient server "${conn.server}" must be an http(s):// URL`);
     }
-    this.#conn = { ...conn, server: conn.server.replace(/\/+$/, "") };
+    // Keep `conn` itself: its dispatcher may be a getter filled on the first request.
+    this.#conn = conn;
+    this.#server = conn.server.replace(/\/+$/, "");
     this.#userAgent = opts.userAgent ?? "mlmodel-runtime";
   }
 
@@ -359,7 +362,7 @@ export class KubeClient {
     opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
   ) {
     const qs = opts.query?.toString();
-    const url = `${this.#conn.server}${path}${qs ? `?${qs}` : ""}`;
+    const url = `${this.#server}${path}${qs ? `?${qs}` : ""}`;
     const headers: Record<string, string> = {
       ...(await this.#conn.headers()),
       Accept: "application/json",

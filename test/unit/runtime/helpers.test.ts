@@ -1,0 +1,159 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { parseRetryAfter } from "../../../src/runtime/errors.ts";
+import {
+  builtinKinds,
+  collectionPath,
+  matchesKind,
+  objectPath,
+  validateKind,
+} from "../../../src/runtime/kinds.ts";
+import { controllerOwnerRef, isControlledBy, ownerRequest } from "../../../src/runtime/owners.ts";
+import {
+  annotationsChangedPredicate,
+  labelSelectorPredicate,
+  labelsChangedPredicate,
+} from "../../../src/runtime/predicates.ts";
+import { parseBindAddress } from "../../../src/runtime/server.ts";
+import type { KubeObject } from "../../../src/runtime/types.ts";
+import { parseKey } from "../../../src/runtime/types.ts";
+
+const PodSet = { group: "example.com", version: "v1", kind: "PodSet", plural: "podsets", namespaced: true };
+
+describe("kinds", () => {
+  it("builds core, group and cluster-scoped paths", () => {
+    assert.equal(collectionPath(builtinKinds.Pod, "ns"), "/api/v1/namespaces/ns/pods");
+    assert.equal(collectionPath(builtinKinds.Pod), "/api/v1/pods");
+    assert.equal(
+      objectPath(builtinKinds.Deployment, { namespace: "a", name: "d" }, "status"),
+      "/apis/apps/v1/namespaces/a/deployments/d/status",
+    );
+    assert.equal(objectPath(builtinKinds.Node, { name: "n" }), "/api/v1/nodes/n");
+    assert.equal(collectionPath(PodSet, "x"), "/apis/example.com/v1/namespaces/x/podsets");
+  });
+
+  it("names the field and value of a bad kind or key", () => {
+    assert.throws(
+      () => objectPath(builtinKinds.Pod, { name: "p" }),
+      /Pod is namespaced: key \{name: "p"\} needs a namespace/,
+    );
+    assert.throws(
+      () => collectionPath(builtinKinds.Node, "ns"),
+      /cluster-scoped, but namespace "ns" was given/,
+    );
+    assert.throws(
+      () => validateKind({ ...PodSet, plural: "PodSets" }),
+      /plural "PodSets" of PodSet must be lowercase/,
+    );
+    assert.throws(() => validateKind({ ...PodSet, version: "1" }), /version "1" of PodSet must look like v1/);
+    assert.doesNotThrow(() => {
+      for (const k of Object.values(builtinKinds)) validateKind(k);
+    });
+  });
+
+  it("matches owner apiVersion/kind by group, any version", () => {
+    assert.equal(matchesKind(PodSet, "example.com/v2", "PodSet"), true);
+    assert.equal(matchesKind(PodSet, "other.com/v1", "PodSet"), false);
+    assert.equal(matchesKind(builtinKinds.Pod, "v1", "Pod"), true);
+  });
+
+  it("parses keys", () => {
+    assert.deepEqual(parseKey("ns/n"), { namespace: "ns", name: "n" });
+    assert.deepEqual(parseKey("n"), { name: "n" });
+  });
+});
+
+describe("owners", () => {
+  const owner: KubeObject = {
+    apiVersion: "example.com/v1",
+    kind: "PodSet",
+    metadata: { name: "ps", namespace: "ns", uid: "u1" },
+  };
+  it("builds a controller reference and recognises it by uid", () => {
+    const ref = controllerOwnerRef(owner);
+    assert.deepEqual(ref, {
+      apiVersion: "example.com/v1",
+      kind: "PodSet",
+      name: "ps",
+      uid: "u1",
+      controller: true,
+      blockOwnerDeletion: true,
+    });
+    const child: KubeObject = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "c", namespace: "ns", ownerReferences: [ref] },
+    };
+    assert.equal(isControlledBy(child, owner), true);
+    assert.equal(
+      isControlledBy(child, { ...owner, metadata: { ...owner.metadata, uid: "u2" } }),
+      false,
+      "a re-created owner is another owner",
+    );
+    assert.deepEqual(ownerRequest(child, PodSet), { namespace: "ns", name: "ps" });
+  });
+  it("refuses an owner not read from the server", () => {
+    assert.throws(
+      () => controllerOwnerRef({ ...owner, metadata: { name: "ps" } }),
+      /metadata.name and .uid set\), got name="ps" uid=undefined/,
+    );
+  });
+});
+
+describe("predicates", () => {
+  const o = (labels: Record<string, string>, annotations: Record<string, string> = {}): KubeObject => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: "p", labels, annotations },
+  });
+  it("detect label and annotation changes and select by labels", () => {
+    assert.equal(
+      labelsChangedPredicate()({ type: "update", old: o({ a: "1" }), object: o({ a: "1" }), initial: false }),
+      false,
+    );
+    assert.equal(
+      labelsChangedPredicate()({ type: "update", old: o({ a: "1" }), object: o({ a: "2" }), initial: false }),
+      true,
+    );
+    assert.equal(labelsChangedPredicate()({ type: "add", object: o({}), initial: false }), true);
+    assert.equal(
+      annotationsChangedPredicate()({
+        type: "update",
+        old: o({}, { x: "1" }),
+        object: o({}, {}),
+        initial: false,
+      }),
+      true,
+    );
+    assert.equal(
+      labelSelectorPredicate({ app: "web" })({
+        type: "add",
+        object: o({ app: "web", x: "y" }),
+        initial: false,
+      }),
+      true,
+    );
+    assert.equal(
+      labelSelectorPredicate({ app: "web" })({ type: "add", object: o({ app: "db" }), initial: false }),
+      false,
+    );
+  });
+});
+
+describe("small parsers", () => {
+  it("Retry-After: seconds or an HTTP date", () => {
+    assert.equal(parseRetryAfter("3"), 3);
+    assert.equal(parseRetryAfter(new Date(10_000).toUTCString(), 0), 10);
+    assert.equal(parseRetryAfter("soon"), undefined);
+    assert.equal(parseRetryAfter(null), undefined);
+  });
+  it("bind addresses", () => {
+    assert.equal(parseBindAddress("f", "0"), undefined);
+    assert.deepEqual(parseBindAddress("f", ":8080"), { host: "0.0.0.0", port: 8080 });
+    assert.deepEqual(parseBindAddress("f", "127.0.0.1:0"), { host: "127.0.0.1", port: 0 });
+    assert.throws(
+      () => parseBindAddress("metricsBindAddress", "localhost"),
+      /metricsBindAddress "localhost" must be "host:port"/,
+    );
+  });
+});

@@ -1,0 +1,142 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { FakeClock, settle } from "../../../src/runtime/clock.ts";
+import { ApiError } from "../../../src/runtime/errors.ts";
+import { LeaderElector, type Lease, type LeaseClient, microTime } from "../../../src/runtime/leader.ts";
+
+/**
+ * One Lease in memory with the one API rule leader election relies on (writes must carry
+ * the current resourceVersion, else 409). Candidates in `cut` cannot reach it.
+ */
+class LeaseCell {
+  lease: Lease | undefined;
+  rv = 0;
+  readonly cut = new Set<string>();
+  readonly log: string[] = [];
+
+  client(who: string): LeaseClient {
+    const check = () => {
+      if (this.cut.has(who)) throw new Error(`${who}: connection refused`);
+    };
+    const store = (l: Lease) => {
+      this.lease = { ...structuredClone(l), metadata: { ...l.metadata, resourceVersion: String(++this.rv) } };
+      return structuredClone(this.lease);
+    };
+    return {
+      get: async () => {
+        check();
+        return this.lease && structuredClone(this.lease);
+      },
+      create: async (l) => {
+        check();
+        if (this.lease) throw new ApiError(409, "exists");
+        return store(l);
+      },
+      update: async (l) => {
+        check();
+        if (l.metadata.resourceVersion !== this.lease?.metadata.resourceVersion)
+          throw new ApiError(409, "conflict");
+        return store(l);
+      },
+    };
+  }
+}
+
+function candidate(cell: LeaseCell, id: string, clock: FakeClock) {
+  const elector = new LeaderElector(cell.client(id), { name: "l", namespace: "ns", identity: id }, clock);
+  const state = { leading: false, result: undefined as string | undefined };
+  const ac = new AbortController();
+  const done = elector
+    .run(ac.signal, {
+      onStartedLeading: (s) => {
+        state.leading = true;
+        cell.log.push(`${id} leads @${clock.now()}`);
+        s.addEventListener("abort", () => {
+          state.leading = false;
+          cell.log.push(`${id} stops @${clock.now()}`);
+        });
+      },
+    })
+    .then((r) => {
+      state.result = r;
+    });
+  return { elector, state, cancel: () => ac.abort(), done };
+}
+
+/** Advances the fake clock in small steps so every elector's timers interleave. */
+async function run(clock: FakeClock, ms: number, until?: () => boolean): Promise<number> {
+  const start = clock.now();
+  while (clock.now() - start < ms && !until?.()) await clock.advance(100);
+  return clock.now() - start;
+}
+
+const LEASE = 15_000;
+const RETRY = 2_000;
+
+describe("LeaderElector", () => {
+  it("exactly one of two candidates leads; after the leader dies the other leads within lease + 2 retries", async () => {
+    const clock = new FakeClock(1_000_000);
+    const cell = new LeaseCell();
+    const a = candidate(cell, "a", clock);
+    await settle();
+    const b = candidate(cell, "b", clock);
+    await run(clock, 60_000);
+    assert.equal(a.state.leading, true);
+    assert.equal(b.state.leading, false);
+    assert.equal(cell.lease?.spec?.holderIdentity, "a");
+    assert.deepEqual(cell.log, ["a leads @1000000"]);
+    cell.cut.add("a"); // a's process is gone: it renews no more
+    const took = await run(clock, 60_000, () => b.state.leading);
+    assert.equal(b.state.leading, true);
+    assert.ok(took > LEASE - RETRY, `b waited for the lease to expire (took ${took} ms)`);
+    assert.ok(took <= LEASE + 2 * RETRY, `b took over within lease + 2 retries (took ${took} ms)`);
+    assert.equal(cell.lease?.spec?.leaseTransitions, 1);
+    b.cancel();
+    a.cancel();
+    await Promise.all([a.done, b.done]);
+  });
+
+  it("a leader that cannot renew stops before anyone else may lead (renewDeadline < lease)", async () => {
+    const clock = new FakeClock(0);
+    const cell = new LeaseCell();
+    const a = candidate(cell, "a", clock);
+    await settle();
+    const b = candidate(cell, "b", clock);
+    await run(clock, 10_000);
+    cell.cut.add("a"); // partitioned, but alive
+    await run(clock, 60_000, () => b.state.leading);
+    await a.done;
+    assert.equal(a.state.result, "lost");
+    const stops = cell.log.findIndex((l) => l.startsWith("a stops"));
+    const leads = cell.log.findIndex((l) => l.startsWith("b leads"));
+    assert.ok(stops >= 0 && leads > stops, `a stopped before b led: ${cell.log.join(", ")}`);
+    b.cancel();
+    await b.done;
+  });
+
+  it("releases the lease on cancel so a successor leads at its next retry, not after the lease", async () => {
+    const clock = new FakeClock(0);
+    const cell = new LeaseCell();
+    const a = candidate(cell, "a", clock);
+    await settle();
+    const b = candidate(cell, "b", clock);
+    await run(clock, 10_000);
+    a.cancel();
+    await a.done;
+    assert.equal(a.state.result, "cancelled");
+    assert.equal(cell.lease?.spec?.holderIdentity, null);
+    const took = await run(clock, 60_000, () => b.state.leading);
+    assert.ok(took <= RETRY + 100, `b led ${took} ms after the release`);
+    b.cancel();
+    await b.done;
+  });
+
+  it("rejects inconsistent durations and formats MicroTime with 6 digits", () => {
+    assert.throws(
+      () =>
+        new LeaderElector(new LeaseCell().client("x"), { name: "l", namespace: "n", leaseDurationMs: 5000 }),
+      /leaseDurationMs \(5000\) must be greater than renewDeadlineMs \(10000\)/,
+    );
+    assert.equal(microTime(Date.UTC(2026, 0, 2, 3, 4, 5, 678)), "2026-01-02T03:04:05.678000Z");
+  });
+});

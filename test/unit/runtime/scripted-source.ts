@@ -1,0 +1,57 @@
+/**
+ * A scripted list/watch source for unit tests: it replays what a test pushes, nothing more.
+ * Not an API server: no storage, no resourceVersion rules, no HTTP.
+ */
+import type { ListResult, WatchOptions } from "../../../src/runtime/client.ts";
+import type { KubeObject, WatchEvent } from "../../../src/runtime/types.ts";
+import type { WatchSource } from "../../../src/runtime/watcher.ts";
+
+export class PushSource implements WatchSource {
+  readonly watches: WatchOptions[] = [];
+  #list: ListResult<KubeObject>;
+  #queue: WatchEvent[] = [];
+  #wake: (() => void) | undefined;
+
+  constructor(items: KubeObject[] = [], resourceVersion = "1") {
+    this.#list = { items, resourceVersion };
+  }
+
+  async list(): Promise<ListResult<KubeObject>> {
+    return this.#list;
+  }
+
+  /** Sends a watch event to the current (or next) watch. */
+  push(type: WatchEvent["type"], object: KubeObject): void {
+    this.#queue.push({ type, object });
+    this.#wake?.();
+  }
+
+  async *watch(opts: WatchOptions, signal: AbortSignal): AsyncGenerator<WatchEvent> {
+    this.watches.push(opts);
+    while (!signal.aborted) {
+      const e = this.#queue.shift();
+      if (e) {
+        yield e;
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
+  }
+}
+
+export function obj(
+  kind: string,
+  ns: string,
+  name: string,
+  rv: string,
+  meta: Partial<KubeObject["metadata"]> = {},
+): KubeObject {
+  return {
+    apiVersion: kind === "PodSet" ? "example.com/v1" : "v1",
+    kind,
+    metadata: { namespace: ns, name, resourceVersion: rv, uid: `uid-${name}`, ...meta },
+  };
+}
