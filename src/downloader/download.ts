@@ -134,7 +134,7 @@ function verify(
 ): { sha256: string; digestOf: "file" | "tree" } {
   const digest = contentDigest(files);
   if (opts.sha256 !== undefined && digest.sha256 !== opts.sha256) {
-    const what = digest.digestOf === "file" ? files[0]!.path : `the ${files.length} files`;
+    const what = digest.digestOf === "file" ? files[0]!.path : `the tree of ${files.length} files`;
     throw checksumMismatch(what, digest.sha256, opts.sha256, digest.digestOf);
   }
   return digest;

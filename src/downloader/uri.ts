@@ -34,7 +34,7 @@ const azureHost = /^([a-z0-9]{3,24})\.blob\.core\.windows\.net$/;
 
 function parseBucketUri(uri: string, scheme: "s3" | "gs", rest: string): ModelLocation {
   const [bucket, key] = splitFirst(rest);
-  if (!/^[a-z0-9][a-z0-9._-]{1,254}$/.test(bucket)) {
+  if (!/^[a-z0-9][a-z0-9._-]{2,254}$/.test(bucket)) {
     throw invalid(
       uri,
       `bucket "${bucket}" is not a valid bucket name (lowercase letters, digits, ".", "-", "_")`,

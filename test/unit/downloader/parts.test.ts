@@ -1,0 +1,258 @@
+// The downloader's pure parts: URI forms, name safety, digests, backoff, progress, flags.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { describe, it } from "node:test";
+import { parseSize } from "../../../src/cli/commands/download.ts";
+import { partialDirFor } from "../../../src/downloader/contract.ts";
+import { normalizeSha256, treeDigest } from "../../../src/downloader/digest.ts";
+import {
+  DownloadError,
+  errorForStatus,
+  failureLine,
+  toDownloadError,
+} from "../../../src/downloader/errors.ts";
+import { safeRelativePath } from "../../../src/downloader/paths.ts";
+import { Progress, progressLine } from "../../../src/downloader/progress.ts";
+import { backoffDelay } from "../../../src/downloader/retry.ts";
+import { nextLink } from "../../../src/downloader/sources/hf.ts";
+import { parseHeaderLines } from "../../../src/downloader/sources/http.ts";
+import { parseContentRange, relativePath } from "../../../src/downloader/sources/source.ts";
+import { statusApplyBody, statusPatchPath } from "../../../src/downloader/status-reporter.ts";
+import { parseModelUri } from "../../../src/downloader/uri.ts";
+
+function rejects(fn: () => unknown, reason: string, message: RegExp): void {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof DownloadError);
+    assert.equal(err.reason, reason);
+    assert.match(err.message, message);
+    return true;
+  });
+}
+
+describe("model URIs", () => {
+  it("parses every scheme", () => {
+    assert.deepEqual(parseModelUri("s3://models/resnet/1/"), {
+      scheme: "s3",
+      bucket: "models",
+      key: "resnet/1/",
+    });
+    assert.deepEqual(parseModelUri("gs://bkt/o"), { scheme: "gs", bucket: "bkt", key: "o" });
+    assert.deepEqual(parseModelUri("azblob://acct/models/llama"), {
+      scheme: "azure",
+      account: "acct",
+      container: "models",
+      prefix: "llama",
+    });
+    assert.deepEqual(parseModelUri("https://acct.blob.core.windows.net/models/llama/x.bin"), {
+      scheme: "azure",
+      account: "acct",
+      container: "models",
+      prefix: "llama/x.bin",
+    });
+    assert.deepEqual(parseModelUri("hf://org/repo"), {
+      scheme: "hf",
+      repo: "org/repo",
+      revision: "main",
+      path: "",
+    });
+    assert.deepEqual(parseModelUri("hf://org/repo@v1.0/onnx/x"), {
+      scheme: "hf",
+      repo: "org/repo",
+      revision: "v1.0",
+      path: "onnx/x",
+    });
+    assert.deepEqual(parseModelUri("pvc://claim/models/resnet"), {
+      scheme: "pvc",
+      claim: "claim",
+      path: "models/resnet",
+    });
+    const http = parseModelUri("https://example.com/m.bin");
+    assert.equal(http.scheme, "http");
+  });
+
+  it("rejects bad URIs naming the value and the right forms", () => {
+    rejects(
+      () => parseModelUri("models/resnet"),
+      "InvalidArgument",
+      /--uri "models\/resnet": it has no scheme/,
+    );
+    rejects(() => parseModelUri("ftp://x"), "InvalidArgument", /scheme "ftp" is not supported/);
+    rejects(
+      () => parseModelUri("s3://Bad_Bucket!/x"),
+      "InvalidArgument",
+      /bucket "Bad_Bucket!" is not a valid bucket name/,
+    );
+    rejects(
+      () => parseModelUri("hf://onlyorg"),
+      "InvalidArgument",
+      /expected an organisation and a repository/,
+    );
+    rejects(() => parseModelUri("hf://org/repo@"), "InvalidArgument", /revision after "@" is empty/);
+    rejects(() => parseModelUri("pvc://claim/../etc"), "InvalidArgument", /may not contain "\.\."/);
+    rejects(
+      () => parseModelUri("azblob://acct/Bad_Container/x"),
+      "InvalidArgument",
+      /container "Bad_Container"/,
+    );
+    try {
+      parseModelUri("ftp://x");
+    } catch (err) {
+      assert.match((err as DownloadError).hint, /s3:\/\/bucket\/key-or-prefix/);
+    }
+  });
+});
+
+describe("names from outside", () => {
+  it("normalises relative names", () => {
+    assert.equal(safeRelativePath("./a//b/c.txt", "object"), "a/b/c.txt");
+  });
+  it("refuses escapes", () => {
+    rejects(() => safeRelativePath("../x", "archive entry"), "UnsafeArchive", /climbs out/);
+    rejects(() => safeRelativePath("a/../../x", "object"), "InvalidArgument", /climbs out/);
+    rejects(() => safeRelativePath("/etc/passwd", "object"), "InvalidArgument", /absolute path/);
+    rejects(() => safeRelativePath("C:/x", "object"), "InvalidArgument", /absolute path/);
+    rejects(() => safeRelativePath("a\\..\\x", "object"), "InvalidArgument", /backslash/);
+    rejects(() => safeRelativePath("./", "object"), "InvalidArgument", /is empty/);
+  });
+  it("maps keys under a prefix", () => {
+    assert.equal(relativePath("resnet/1/a.pb", "resnet/"), "1/a.pb");
+    assert.equal(relativePath("resnet/1/a.pb", "resnet"), "1/a.pb");
+    assert.equal(relativePath("resnet/1/a.pb", "resnet/1/a.pb"), "a.pb");
+  });
+});
+
+describe("digests", () => {
+  it("hashes the sorted sha256sum manifest", () => {
+    const files = [
+      { path: "b.txt", sha256: "b".repeat(64) },
+      { path: "a/x", sha256: "a".repeat(64) },
+    ];
+    const manifest = `${"a".repeat(64)}  a/x\n${"b".repeat(64)}  b.txt\n`;
+    assert.equal(treeDigest(files), createHash("sha256").update(manifest).digest("hex"));
+  });
+  it("validates --sha256", () => {
+    assert.equal(normalizeSha256(` SHA256:${"A".repeat(64)} `), "a".repeat(64));
+    rejects(() => normalizeSha256("abc"), "InvalidArgument", /--sha256 "abc" is not a sha256 digest/);
+  });
+});
+
+describe("errors and retries", () => {
+  it("treats only 408, 429 and 5xx as transient", () => {
+    assert.equal(errorForStatus(503, "GET x", "").transient, true);
+    assert.equal(errorForStatus(429, "GET x", "").transient, true);
+    assert.equal(errorForStatus(403, "GET x", "").transient, false);
+    assert.equal(errorForStatus(403, "GET x", "").reason, "AccessDenied");
+    assert.equal(errorForStatus(404, "GET x", "").reason, "NotFound");
+    assert.equal(errorForStatus(400, "GET x", "").transient, false);
+  });
+  it("treats resets as transient and certificate errors as TLSError", () => {
+    assert.equal(toDownloadError(Object.assign(new Error("reset"), { code: "ECONNRESET" })).transient, true);
+    const tls = toDownloadError(
+      Object.assign(new Error("x"), { cause: { code: "SELF_SIGNED_CERT_IN_CHAIN" } }),
+    );
+    assert.equal(tls.reason, "TLSError");
+    assert.equal(tls.transient, false);
+  });
+  it("formats one termination line", () => {
+    const line = failureLine(
+      "s3://m/r",
+      new DownloadError("AccessDenied", "GET x: HTTP 403\nmore", { hint: "check the keys in Secret c" }),
+    );
+    assert.equal(line, "s3://m/r: AccessDenied: GET x: HTTP 403 more; check the keys in Secret c");
+  });
+  it("backs off exponentially with full jitter, capped", () => {
+    const policy = { attempts: 10, baseDelayMs: 500, maxDelayMs: 30_000 };
+    assert.equal(
+      backoffDelay(policy, 1, () => 0.999999),
+      499,
+    );
+    assert.equal(
+      backoffDelay(policy, 3, () => 0.999999),
+      1999,
+    );
+    assert.equal(
+      backoffDelay(policy, 20, () => 0.999999),
+      29_999,
+    );
+    assert.equal(
+      backoffDelay(policy, 3, () => 0),
+      0,
+    );
+  });
+});
+
+describe("progress", () => {
+  it("knows the total only when every size is known, and the rate over a window", () => {
+    let now = 1_000_000;
+    const p = new Progress(() => now);
+    p.setFiles([{ path: "a", size: 100 }, { path: "b" }]);
+    assert.equal(p.bytesTotal(), undefined);
+    p.setFileSize("b", 300);
+    assert.equal(p.bytesTotal(), 400);
+    p.setFileBytes("a", 100);
+    p.received(100);
+    now += 2000;
+    p.setFileBytes("b", 150);
+    p.received(150);
+    const s = p.snapshot();
+    assert.equal(s.bytesDone, 250);
+    assert.equal(s.bytesPerSecond, 125);
+    assert.equal(progressLine(s), "Downloading: 250 B / 400 B (62%) 125 B/s, 0/2 files");
+    p.setFileBytes("b", 0); // a restart from zero goes back
+    assert.equal(p.bytesDone, 100);
+    now += 60_000;
+    assert.equal(p.snapshot().bytesPerSecond, 0, "an idle download reports no speed");
+  });
+});
+
+describe("small parsers", () => {
+  it("parses sizes and names a bad one", () => {
+    assert.equal(parseSize("--max-size", "20Gi"), 20 * 1024 ** 3);
+    assert.equal(parseSize("--max-size", "500M"), 500e6);
+    assert.equal(parseSize("--max-size", "1024"), 1024);
+    assert.throws(
+      () => parseSize("--max-size", "big"),
+      /--max-size "big" is not a size; expected e\.g\. 500Mi/,
+    );
+  });
+  it("parses header lines and names a bad line", () => {
+    assert.deepEqual(parseHeaderLines("X-Api-Key: abc\n\nX-Other:  d e \n"), {
+      "x-api-key": "abc",
+      "x-other": "d e",
+    });
+    rejects(
+      () => parseHeaderLines("ok: 1\nnot a header"),
+      "InvalidArgument",
+      /MLMODEL_HTTP_HEADERS line 2 "not a header"/,
+    );
+  });
+  it("parses Content-Range and Link", () => {
+    assert.deepEqual(parseContentRange("bytes 100-199/1000"), { start: 100, total: 1000 });
+    assert.deepEqual(parseContentRange("bytes 5-9/*"), { start: 5 });
+    assert.equal(parseContentRange("nonsense"), undefined);
+    assert.equal(nextLink('<https://hub/api?cursor=2>; rel="next"'), "https://hub/api?cursor=2");
+    assert.equal(nextLink(undefined), undefined);
+  });
+  it("puts the partial directory beside DEST", () => {
+    assert.equal(partialDirFor("/mnt/models/resnet/"), "/mnt/models/.resnet.mlmodel-partial");
+  });
+  it("applies only status.download, on the status subresource, as mlmodel-downloader", () => {
+    const t = { name: "resnet", namespace: "ml" };
+    assert.equal(
+      statusPatchPath(t),
+      "/apis/serving.mlmodel.dev/v1alpha1/namespaces/ml/mlmodels/resnet/status?fieldManager=mlmodel-downloader&force=true",
+    );
+    const body = JSON.parse(
+      statusApplyBody(t, {
+        phase: "Complete",
+        bytesDone: 1,
+        bytesPerSecond: 0,
+        filesDone: 1,
+        startedAt: "s",
+        updatedAt: "u",
+      }),
+    );
+    assert.deepEqual(Object.keys(body.status), ["download"]);
+    assert.equal(body.kind, "MLModel");
+  });
+});
