@@ -126,6 +126,14 @@ export function desiredDownloadJob(
     metadata: meta(plan, owner, source.jobName, "download"),
     spec: {
       backoffLimit: defaults.downloadBackoffLimit,
+      // The downloader retries transient errors itself and exits 1 only with a final verdict
+      // (written to its termination message), so that fails the Job at once instead of after
+      // minutes of pod back-off; other exits (OOM kill, eviction) use the backoff limit.
+      podFailurePolicy: {
+        rules: [
+          { action: "FailJob", onExitCodes: { containerName: "download", operator: "In", values: [1] } },
+        ],
+      },
       template: {
         metadata: { labels: podLabels },
         spec: {
