@@ -104,27 +104,35 @@ async function listWithRetry(source: Source, opts: DownloadOptions): Promise<Rem
   return files;
 }
 
-/** Runs `work` over `items` with at most `limit` at once; the first failure stops new starts. */
-async function mapBounded<T, R>(
+/**
+ * Runs `work` over `items` with at most `limit` at once. The first failure stops new starts
+ * and aborts the ones in flight (through `work`'s signal); it is thrown once all have settled,
+ * so no download is still writing while the caller cleans up.
+ */
+export async function mapBounded<T, R>(
   items: readonly T[],
   limit: number,
-  work: (item: T) => Promise<R>,
+  parent: AbortSignal,
+  work: (item: T, signal: AbortSignal) => Promise<R>,
 ): Promise<R[]> {
   const results: R[] = new Array(items.length);
+  const stop = new AbortController();
+  const signal = AbortSignal.any([parent, stop.signal]);
   let next = 0;
-  let failed = false;
+  let firstError: { err: unknown } | undefined;
   const worker = async () => {
-    while (!failed && next < items.length) {
+    while (!firstError && next < items.length) {
       const i = next++;
       try {
-        results[i] = await work(items[i]!);
+        results[i] = await work(items[i]!, signal);
       } catch (err) {
-        failed = true;
-        throw err;
+        firstError ??= { err };
+        stop.abort();
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (firstError) throw firstError.err;
   return results;
 }
 
@@ -166,8 +174,10 @@ async function downloadToDest(
     opts.progress.setFiles(files);
     opts.log(`${files.length} file(s)${sizeNote(opts.progress)} from ${opts.uri}`);
     const downloadDir = join(partial, "download");
-    const ctx: FetchContext = { source, ...opts, maxBytes: opts.maxBytes };
-    const fetched = await mapBounded(files, opts.parallel, (f) => fetchFile(downloadDir, f, ctx));
+    const fetched = await mapBounded(files, opts.parallel, opts.signal, (f, signal) => {
+      const ctx: FetchContext = { ...opts, source, signal };
+      return fetchFile(downloadDir, f, ctx);
+    });
     opts.progress.setPhase("Verifying");
     const digest = await verifyOrDiscard(fetched, opts, partial);
     const content = await maybeExtract(fetched, downloadDir, partial, opts);

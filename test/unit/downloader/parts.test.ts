@@ -5,6 +5,7 @@ import { describe, it } from "node:test";
 import { parseSize } from "../../../src/cli/commands/download.ts";
 import { partialDirFor } from "../../../src/downloader/contract.ts";
 import { normalizeSha256, treeDigest } from "../../../src/downloader/digest.ts";
+import { mapBounded } from "../../../src/downloader/download.ts";
 import {
   DownloadError,
   errorForStatus,
@@ -254,5 +255,39 @@ describe("small parsers", () => {
     );
     assert.deepEqual(Object.keys(body.status), ["download"]);
     assert.equal(body.kind, "MLModel");
+  });
+});
+
+describe("bounded parallelism", () => {
+  it("stops new starts and aborts the ones in flight at the first failure, then throws it", async () => {
+    const started: number[] = [];
+    let sawAbort = false;
+    const work = (n: number, signal: AbortSignal) => {
+      started.push(n);
+      if (n === 1) return Promise.reject(new Error("item 1 failed"));
+      return new Promise<number>((_, reject) => {
+        signal.addEventListener("abort", () => {
+          sawAbort = true;
+          reject(new Error("aborted"));
+        });
+      });
+    };
+    await assert.rejects(mapBounded([2, 1, 3, 4], 2, new AbortController().signal, work), /item 1 failed/);
+    assert.deepEqual(started, [2, 1]);
+    assert.equal(sawAbort, true);
+  });
+
+  it("keeps at most `limit` running and returns results in order", async () => {
+    let running = 0;
+    let most = 0;
+    const results = await mapBounded([1, 2, 3, 4, 5, 6], 3, new AbortController().signal, async (n) => {
+      running++;
+      most = Math.max(most, running);
+      await new Promise((r) => setImmediate(r));
+      running--;
+      return n * 10;
+    });
+    assert.deepEqual(results, [10, 20, 30, 40, 50, 60]);
+    assert.equal(most, 3);
   });
 });
