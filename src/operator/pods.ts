@@ -57,10 +57,11 @@ export function podProblem(pods: readonly V1Pod[]): PodProblem | undefined {
     }
     const scheduled = pod.status?.conditions?.find((c) => c.type === "PodScheduled");
     if (scheduled?.status === "False" && scheduled.reason === "Unschedulable") {
-      found.push({
-        reason: "Unschedulable",
-        message: `pod ${name} cannot be scheduled: ${scheduled.message ?? "no node fits"}; free or add capacity (e.g. GPUs), or relax resources and placement`,
-      });
+      const why = scheduled.message ?? "no node fits";
+      const hint = /PersistentVolumeClaim/.test(why)
+        ? "the model's claim has no volume: the cluster needs a StorageClass that provisions volumes (spec.storage.storageClassName) or a matching PersistentVolume"
+        : "free or add capacity (e.g. GPUs), or relax resources and placement";
+      found.push({ reason: "Unschedulable", message: `pod ${name} cannot be scheduled: ${why}; ${hint}` });
     }
   }
   found.sort((a, b) => severity.indexOf(a.reason) - severity.indexOf(b.reason));
