@@ -85,6 +85,14 @@ export function contentHash(spec: MLModelSpec): string {
 export function planModel(model: MLModel, runtime: ResolvedRuntime): ServingPlan {
   const name = model.metadata.name!;
   const namespace = model.metadata.namespace!;
+  // The name becomes the Service's, which must be a DNS-1035 label (the CRD can only check
+  // the length: a pattern on metadata.name exceeds the CEL cost budget).
+  if (!/^[a-z]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+    throw new PlanError(
+      "InvalidName",
+      `metadata.name "${name}" cannot name the model's Service: use lowercase letters, digits and '-', starting with a letter (no dots); recreate the MLModel under such a name`,
+    );
+  }
   const spec = applySchemaDefaults(mlModelSpecSchema, model.spec);
   const rt = runtime.spec;
   const image = spec.image ?? rt?.image;

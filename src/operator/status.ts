@@ -48,6 +48,7 @@ const failureReasons = new Set([
   "FormatNotSupported",
   "ProtocolNotSupported",
   "NoImage",
+  "InvalidName",
   "DownloadFailed",
   "ImagePullBackOff",
   "CrashLoopBackOff",

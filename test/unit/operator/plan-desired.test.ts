@@ -212,6 +212,14 @@ describe("planModel and desired children", () => {
     assert.notEqual(servingPodTemplate(planModel(model({ ...spec, image: "other:1" }), tf)).revision, a);
   });
 
+  it("rejects a name that cannot name a Service, saying why", () => {
+    assert.throws(
+      () => planModel(model({ model: { uri: "s3://b/m" } }, "v1.2"), tf),
+      (err: unknown) =>
+        err instanceof PlanError && err.reason === "InvalidName" && /no dots/.test(err.message),
+    );
+  });
+
   it("fails clearly when gRPC is asked of a custom image without a gRPC port", () => {
     assert.throws(
       () =>
