@@ -1,11 +1,11 @@
 /** `mlmodel install`: CRDs, built-in runtimes and the operator's RBAC, applied to a cluster. */
 import { parseArgs } from "node:util";
-import { KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { install } from "../../operator/install.ts";
 import { kubeClientFor } from "../../operator/kube-client.ts";
 import { defaultOperatorNamespace, installManifests } from "../../operator/manifests.ts";
 import { CliError } from "../errors.ts";
+import { loadKubeConfig } from "./kubeconfig-flag.ts";
 
 export const summary = "install CRDs, built-in serving runtimes and operator RBAC into a cluster";
 
@@ -55,17 +55,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(objects.map((o) => stringify(o, { lineWidth: 0 })).join("---\n"));
     return 0;
   }
-  const kc = new KubeConfig();
-  try {
-    if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
-    else kc.loadFromDefault();
-  } catch (err) {
-    throw new CliError(
-      `cannot load kubeconfig ${values.kubeconfig ?? "(default)"}: ${(err as Error).message}`,
-    );
-  }
-  if (!kc.getCurrentCluster())
-    throw new CliError("no cluster configured: pass --kubeconfig PATH or set KUBECONFIG");
+  const kc = loadKubeConfig(values.kubeconfig, "pass --kubeconfig PATH or set KUBECONFIG");
   await install(await kubeClientFor(kc), { namespace, progress: (line) => console.log(line) });
   console.log(
     `installed; run the operator with: mlmodel operator${values.kubeconfig ? ` --kubeconfig ${values.kubeconfig}` : ""}`,

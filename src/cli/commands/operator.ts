@@ -1,12 +1,12 @@
 /** `mlmodel operator`: runs the MLModel operator against a cluster until SIGINT/SIGTERM. */
 import { Writable } from "node:stream";
 import { parseArgs } from "node:util";
-import { KubeConfig } from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
 import { defaultOperatorConfig } from "../../operator/plan.ts";
 import { createOperator } from "../../operator/run.ts";
 import { shutdownSignal } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
+import { loadKubeConfig } from "./kubeconfig-flag.ts";
 
 export const summary = "run the MLModel operator (controllers, metrics, health probes)";
 
@@ -109,19 +109,7 @@ export async function run(argv: string[]): Promise<number> {
     throw new CliError(`--concurrency "${flags.concurrency}" must be a whole number from 1 to 64`, 2);
   }
   const logger = loggerFor(flags["log-level"], flags["log-format"]);
-  const kubeConfig = new KubeConfig();
-  try {
-    if (flags.kubeconfig) kubeConfig.loadFromFile(flags.kubeconfig);
-    else kubeConfig.loadFromDefault();
-  } catch (err) {
-    throw new CliError(
-      `cannot load kubeconfig ${flags.kubeconfig ?? "(default)"}: ${(err as Error).message}`,
-    );
-  }
-  if (!kubeConfig.getCurrentCluster()) {
-    throw new CliError(
-      "no cluster configured: pass --kubeconfig PATH or set KUBECONFIG (or run `mlmodel start`)",
-    );
+  const kubeConfig = loadKubeConfig(flags.kubeconfig, "pass --kubeconfig PATH or set KUBECONFIG (or run `mlmodel start`)");
   }
   let mgr: Awaited<ReturnType<typeof createOperator>>;
   try {
