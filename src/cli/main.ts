@@ -10,9 +10,12 @@ interface CommandModule {
 // Each helper owns its command file; add a line here when a command lands.
 const commands: Record<string, () => Promise<CommandModule>> = {
   cluster: () => import("./commands/cluster.ts"),
+  completion: () => import("./commands/completion.ts"),
+  describe: () => import("./commands/describe.ts"),
   download: () => import("./commands/download.ts"),
   install: () => import("./commands/install.ts"),
   operator: () => import("./commands/operator.ts"),
+  status: () => import("./commands/status.ts"),
   start: () => import("./commands/start.ts"),
 };
 

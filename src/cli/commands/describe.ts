@@ -1,0 +1,117 @@
+/** `mlmodel describe NAME`: one MLModel in full: status, conditions, revisions, children, events. */
+import { parseArgs } from "node:util";
+import { mlModelKind } from "../../api/kinds.ts";
+import type { MLModel } from "../../api/mlmodel.ts";
+import { labels } from "../../operator/names.ts";
+import { builtinKinds, type KubeClient, type KubeObject } from "../../runtime/index.ts";
+import { CliError } from "../errors.ts";
+import { type ChildSummary, type EventObject, renderDescribe, summarizeChild } from "../views/describe.ts";
+import {
+  checkName,
+  commonFlags,
+  commonFlagsHelp,
+  forDisplay,
+  openSession,
+  outputFormat,
+  serialize,
+  styleFromFlag,
+} from "../views/session.ts";
+import { explainApiError } from "./status.ts";
+
+export const summary = "show one MLModel in detail: conditions, revisions, children and events";
+
+const help = `Usage: mlmodel describe NAME [flags]
+
+Shows one MLModel: its phase and message, model source, runtime, replicas, URLs, download
+progress, every condition (the one that explains a problem is marked), the revision history,
+the objects the operator made for it (claim, download Job, Deployment, Service, pods,
+autoscaler) with their state, and the events about the model and its children.
+
+Flags:
+  -o, --output FORMAT    text (default), json or yaml (the model, its children and events)
+${commonFlagsHelp}
+
+Examples:
+  mlmodel describe resnet
+  mlmodel describe resnet -n models --color never > resnet.txt
+  kubectl mlmodel describe resnet`;
+
+// Children in the order a model is built: storage, download, serving, endpoint, scaling, pods.
+const childKinds = [
+  builtinKinds.PersistentVolumeClaim,
+  builtinKinds.Job,
+  builtinKinds.Deployment,
+  builtinKinds.Service,
+  builtinKinds.HorizontalPodAutoscaler,
+  builtinKinds.Pod,
+];
+
+async function readChildren(client: KubeClient, namespace: string, name: string): Promise<KubeObject[]> {
+  const labelSelector = `${labels.model}=${name}`;
+  const lists = await Promise.all(childKinds.map((kind) => client.list(kind, { namespace, labelSelector })));
+  return lists.flatMap((l) => l.items);
+}
+
+/** Events about the model, and Warning events about its children (why a pod cannot start). */
+async function readEvents(
+  client: KubeClient,
+  model: MLModel,
+  children: readonly KubeObject[],
+): Promise<EventObject[]> {
+  const childKeys = new Set(children.map((c) => `${c.kind}/${c.metadata.name}`));
+  const list = await client.list<EventObject & { regarding?: { kind?: string; name?: string } }>(
+    builtinKinds.Event,
+    { namespace: model.metadata.namespace },
+  );
+  return list.items.filter((e) => {
+    const about = `${e.regarding?.kind}/${e.regarding?.name}`;
+    return about === `MLModel/${model.metadata.name}` || (e.type === "Warning" && childKeys.has(about));
+  });
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parseFlags>;
+  try {
+    parsed = parseFlags(argv);
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
+  }
+  const { values: flags, positionals } = parsed;
+  if (flags.help) {
+    console.log(help);
+    return 0;
+  }
+  if (positionals.length !== 1) {
+    throw new CliError(`describe takes exactly one NAME, got ${positionals.length}\n\n${help}`, 2);
+  }
+  const name = checkName("NAME", positionals[0]!, "MLModel");
+  const format = outputFormat(flags.output, ["text", "json", "yaml"]);
+  const style = styleFromFlag(flags.color);
+  const { client, namespace } = await openSession(flags);
+  try {
+    const model = await client.get<MLModel>(mlModelKind, { namespace, name });
+    if (!model) throw new CliError(`MLModel "${name}" not found in namespace "${namespace}"`);
+    const children = await readChildren(client, namespace, name);
+    const events = await readEvents(client, model, children);
+    if (format === "json" || format === "yaml") {
+      const all = [model, ...children, ...events].map(forDisplay);
+      process.stdout.write(serialize(all, format, false));
+      return 0;
+    }
+    const summaries: ChildSummary[] = children.map(summarizeChild);
+    process.stdout.write(
+      `${renderDescribe({ model, children: summaries, events, now: new Date(), style })}\n`,
+    );
+    return 0;
+  } catch (err) {
+    throw explainApiError(err);
+  }
+}
+
+function parseFlags(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { ...commonFlags, output: { type: "string", short: "o" } },
+  });
+}

@@ -1,0 +1,99 @@
+/**
+ * What the read-only commands (status, describe) share: flags common to them, the kubeconfig
+ * and namespace they act on (as kubectl picks them), and -o json|yaml output.
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { stringify } from "yaml";
+import { kubeClientFor } from "../../operator/kube-client.ts";
+import type { KubeClient, KubeObject } from "../../runtime/index.ts";
+import { CliError } from "../errors.ts";
+import { type ColorMode, colorModes, type Style, styleFor } from "./style.ts";
+
+export const commonFlagsHelp = `  -n, --namespace NS    namespace (default: the kubeconfig context's, else "default")
+      --kubeconfig PATH  cluster to read (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+      --color WHEN       auto (colour only on a terminal, off with NO_COLOR), always or never`;
+
+export const commonFlags = {
+  namespace: { type: "string", short: "n" },
+  kubeconfig: { type: "string" },
+  color: { type: "string", default: "auto" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+export interface Session {
+  client: KubeClient;
+  namespace: string;
+}
+
+export function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  try {
+    if (path) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new CliError(`cannot load kubeconfig ${path ?? "(default)"}: ${(err as Error).message}`);
+  }
+  if (!kc.getCurrentCluster()) {
+    throw new CliError(
+      "no cluster configured: pass --kubeconfig PATH or set KUBECONFIG (e.g. KUBECONFIG=$(mlmodel cluster kubeconfig))",
+    );
+  }
+  return kc;
+}
+
+const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+export function checkName(flag: string, value: string, what: string): string {
+  if (value.length > 253 || !/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/.test(value)) {
+    throw new CliError(
+      `${flag} "${value}" is not a valid ${what} name: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`,
+      2,
+    );
+  }
+  return value;
+}
+
+export async function openSession(flags: { kubeconfig?: string; namespace?: string }): Promise<Session> {
+  const kc = loadKubeConfig(flags.kubeconfig);
+  const fromContext = kc.getContextObject(kc.getCurrentContext())?.namespace;
+  const namespace = flags.namespace ?? fromContext ?? "default";
+  if (!dnsLabel.test(namespace) || namespace.length > 63) {
+    throw new CliError(
+      `--namespace "${namespace}" is not a valid namespace name: lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit`,
+      2,
+    );
+  }
+  return { client: await kubeClientFor(kc), namespace };
+}
+
+export function styleFromFlag(value: string, out: NodeJS.WriteStream = process.stdout): Style {
+  if (!(colorModes as readonly string[]).includes(value)) {
+    throw new CliError(`--color "${value}" must be one of ${colorModes.join(", ")}`, 2);
+  }
+  return styleFor(value as ColorMode, out);
+}
+
+export type OutputFormat = "table" | "text" | "json" | "yaml" | "name";
+
+/** Checks -o against what the command prints; the first allowed format is the default. */
+export function outputFormat(value: string | undefined, allowed: readonly OutputFormat[]): OutputFormat {
+  const format = value ?? allowed[0]!;
+  if (!(allowed as readonly string[]).includes(format)) {
+    throw new CliError(`--output "${format}" must be one of ${allowed.join(", ")}`, 2);
+  }
+  return format as OutputFormat;
+}
+
+/** Objects as kubectl -o json|yaml prints them: one object alone, several as a List. */
+export function serialize(objects: readonly KubeObject[], format: "json" | "yaml", single: boolean): string {
+  const value = single ? objects[0] : { apiVersion: "v1", kind: "List", items: objects, metadata: {} };
+  return format === "json" ? `${JSON.stringify(value, null, 2)}\n` : stringify(value, { lineWidth: 0 });
+}
+
+/** Drops managedFields: noise to a person, and kubectl hides them too. */
+export function forDisplay<T extends KubeObject>(obj: T): T {
+  const { managedFields: _managed, ...metadata } = obj.metadata as KubeObject["metadata"] & {
+    managedFields?: unknown;
+  };
+  return { ...obj, metadata } as T;
+}
