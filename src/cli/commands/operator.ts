@@ -109,8 +109,10 @@ export async function run(argv: string[]): Promise<number> {
     throw new CliError(`--concurrency "${flags.concurrency}" must be a whole number from 1 to 64`, 2);
   }
   const logger = loggerFor(flags["log-level"], flags["log-format"]);
-  const kubeConfig = loadKubeConfig(flags.kubeconfig, "pass --kubeconfig PATH or set KUBECONFIG (or run `mlmodel start`)");
-  }
+  const kubeConfig = loadKubeConfig(
+    flags.kubeconfig,
+    "pass --kubeconfig PATH or set KUBECONFIG (or run `mlmodel start`)",
+  );
   let mgr: Awaited<ReturnType<typeof createOperator>>;
   try {
     mgr = await createOperator({
