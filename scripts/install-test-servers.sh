@@ -21,13 +21,18 @@ install_moto() {
   local venv="$dir/moto-$MOTO_VERSION"
   if [ -x "$venv/bin/moto_server" ]; then return; fi
   rm -rf "$venv"
-  python3 -m venv "$venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    # Debian's python3 ships venv separately.
+    rm -rf "$venv"
+    (apt-get update -qq && apt-get install -y -qq python3-venv) >/dev/null
+    python3 -m venv "$venv"
+  fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
 }
 
 install_azurite() {
   local prefix="$dir/azurite-$AZURITE_VERSION"
-  if [ -x "$prefix/node_modules/.bin/azurite-blob" ]; then return; fi
+  if [ -f "$prefix/node_modules/azurite/dist/src/blob/main.js" ]; then return; fi
   rm -rf "$prefix"
   mkdir -p "$prefix"
   npm install --silent --no-audit --no-fund --prefix "$prefix" "azurite@$AZURITE_VERSION"

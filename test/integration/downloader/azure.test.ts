@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { BlobServiceClient, ContainerSASPermissions, SASProtocol } from "@azure/storage-blob";
 import {
-  azuriteBinary,
+  azuriteMain,
   freePort,
   httpAnswers,
   randomBytes,
@@ -38,8 +38,9 @@ describe("azblob:// downloads (Azurite)", () => {
     const port = await freePort();
     endpoint = `http://127.0.0.1:${port}/${account}`;
     azurite = await startProcess(
-      azuriteBinary(),
+      process.execPath,
       [
+        azuriteMain(),
         "--blobHost",
         "127.0.0.1",
         "--blobPort",

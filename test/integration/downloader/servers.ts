@@ -40,8 +40,9 @@ export function serverBinary(relative: string): string {
 export function motoBinary(): string {
   return serverBinary("moto-5.2.5/bin/moto_server");
 }
-export function azuriteBinary(): string {
-  return serverBinary("azurite-3.37.0/node_modules/.bin/azurite-blob");
+/** Azurite's blob entry point, run with this Node (not whatever `node` is first on PATH). */
+export function azuriteMain(): string {
+  return serverBinary("azurite-3.37.0/node_modules/azurite/dist/src/blob/main.js");
 }
 export function fakeGcsBinary(): string {
   return serverBinary("fake-gcs-server-v1.56.1/fake-gcs-server");
