@@ -194,6 +194,13 @@ export function renderInstallFiles(): Map<string, string> {
   for (const crd of crdObjects()) put(`${chartDir}/crds/${crd.metadata.name}.yaml`, [crd]);
   for (const rt of runtimeObjects()) put(`${chartDir}/files/runtimes/${rt.metadata.name}.yaml`, [rt]);
   files.set(`${chartDir}/files/operator-rules.yaml`, header + stringify(rulesFor(operatorAccess)));
+  // With watchNamespaces the chart grants namespaced rights per namespace (Role) and only the
+  // cluster-scoped ones cluster-wide.
+  const [clusterScoped, namespaced] = [false, true].map((ns) =>
+    operatorAccess.filter((a) => a.kind.namespaced === ns),
+  );
+  files.set(`${chartDir}/files/cluster-rules.yaml`, header + stringify(rulesFor(clusterScoped!)));
+  files.set(`${chartDir}/files/namespaced-rules.yaml`, header + stringify(rulesFor(namespaced!)));
   files.set(
     `${chartDir}/files/leader-election-rules.yaml`,
     header + stringify(rulesFor([leaderElectionAccess])),
