@@ -2,7 +2,7 @@
 //   complete? -> list -> fetch (bounded parallelism) -> verify -> [extract] -> mark -> publish
 // Everything happens in a sibling temporary directory; DEST appears by one rename, with the
 // completion marker already inside, so a killed Job never leaves a half model that looks whole.
-import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { archiveKind, extractArchive } from "./archive.ts";
 import {
@@ -148,6 +148,35 @@ function verify(
   return digest;
 }
 
+/**
+ * DEST is replaced only if it is absent, empty, or an earlier download's (it has a marker):
+ * never a directory of someone else's files that a wrong --dest happens to name.
+ */
+async function refuseForeignDest(dest: string): Promise<void> {
+  let entries: string[];
+  try {
+    entries = await readdir(dest);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return;
+    if (code === "ENOTDIR") {
+      throw new DownloadError("InvalidArgument", `--dest "${dest}" is a file`, {
+        hint: "give a directory path",
+      });
+    }
+    throw err;
+  }
+  if (entries.length > 0) {
+    throw new DownloadError(
+      "InvalidArgument",
+      `--dest "${dest}" is not empty and holds no ${completionMarkerName}`,
+      {
+        hint: "it was not written by mlmodel download; give a new or empty directory, or remove it",
+      },
+    );
+  }
+}
+
 /** Swaps `content` in as DEST: the old DEST (an incomplete or other model) goes away. */
 async function publish(content: string, dest: string, partial: string): Promise<void> {
   const old = join(partial, "old");
@@ -273,6 +302,7 @@ export async function download(opts: DownloadOptions): Promise<DownloadResult> {
   }
   const existing = await readMarker(dest);
   if (markerSatisfies(existing, opts)) return { state: "AlreadyComplete", dest, marker: existing };
+  if (!existing) await refuseForeignDest(dest);
   const marker = await downloadToDest(loc, dest, opts);
   return { state: "Downloaded", dest, marker };
 }

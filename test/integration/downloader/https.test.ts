@@ -2,7 +2,7 @@
 // retries, resume after a cut and after a kill, checksum failures, atomic publish, re-run.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -201,6 +201,25 @@ describe("https:// downloads", () => {
     assert.equal(existsSync(dest), false);
     assert.equal(existsSync(partialDirFor(dest)), false);
     assert.equal(existsSync(join(work, "evil.txt")), false);
+  });
+
+  it("replaces an earlier model in DEST but never a directory of other files", async () => {
+    const dest = join(work, "plain"); // holds the first test's model and marker
+    server.files.set("/models/v2.bin", Buffer.from("version 2"));
+    const replaced = await runDownload(["--uri", `${server.url}/models/v2.bin`, "--dest", dest], env);
+    assert.equal(replaced.code, 0, replaced.stderr);
+    assert.deepEqual(readdirSync(dest).sort(), [completionMarkerName, "v2.bin"]);
+
+    const foreign = join(work, "foreign");
+    mkdirSync(foreign);
+    writeFileSync(join(foreign, "notes.txt"), "mine");
+    const refused = await runDownload(["--uri", `${server.url}/models/v2.bin`, "--dest", foreign], env);
+    assert.equal(refused.code, 1);
+    assert.match(
+      refused.stderr,
+      /InvalidArgument: --dest ".*foreign" is not empty and holds no \.mlmodel-complete\.json/,
+    );
+    assert.equal(readFileSync(join(foreign, "notes.txt"), "utf8"), "mine");
   });
 
   it("names the flag, the value and the right form on bad input", async () => {
