@@ -12,6 +12,7 @@ import {
   randomBytes,
   runDownload,
   type Started,
+  seedPartial,
   startProcess,
   tempDir,
 } from "./servers.ts";
@@ -27,6 +28,8 @@ describe("azblob:// downloads (Azurite)", () => {
   let connectionString: string;
   let readSas: string;
   let listOnlySas: string;
+  const etag = "";
+  const shard = "llama/shards/model-00001.safetensors";
   const blobs: Record<string, Buffer> = {
     "llama/tokenizer.json": Buffer.from('{"model": {"type": "BPE"}}'),
     "llama/shards/model-00001.safetensors": randomBytes(1_200_000, 11),
@@ -123,5 +126,23 @@ describe("azblob:// downloads (Azurite)", () => {
     });
     assert.equal(res.code, 1);
     assert.match(res.stderr, /NotFound: container devstoreaccount1\/nothere does not exist/);
+  });
+
+  it("resumes a partial blob from its length while the ETag matches, restarts it when not", async () => {
+    const uri = `azblob://${account}/models/${shard}`;
+    const body = blobs[shard]!;
+    const cs = { AZURE_STORAGE_CONNECTION_STRING: connectionString };
+    const resumed = join(work, "resume");
+    seedPartial(resumed, uri, "model-00001.safetensors", Buffer.alloc(1000, 0xee), etag);
+    assert.equal((await runDownload(["--uri", uri, "--dest", resumed], cs)).code, 0);
+    const got = readFileSync(join(resumed, "model-00001.safetensors"));
+    assert.deepEqual(got.subarray(0, 1000), Buffer.alloc(1000, 0xee), "kept the part's bytes: a ranged read");
+    assert.deepEqual(got.subarray(1000), body.subarray(1000));
+
+    const restarted = join(work, "restart");
+    seedPartial(restarted, uri, "model-00001.safetensors", Buffer.alloc(1000, 0xee), '"0x8DSTALE"');
+    const res = await runDownload(["--uri", uri, "--dest", restarted], cs);
+    assert.equal(res.code, 0, res.stderr);
+    assert.deepEqual(readFileSync(join(restarted, "model-00001.safetensors")), body);
   });
 });

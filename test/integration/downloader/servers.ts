@@ -2,11 +2,12 @@
 // cache that scripts/install-test-servers.sh fills, plus helpers shared by the tests: a CA and
 // a server certificate made with openssl, and a runner for the real `mlmodel download` CLI.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { homedir, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { partialDirFor } from "../../../src/downloader/contract.ts";
 
 const cacheDir = process.env.MLMODEL_TEST_SERVERS_DIR || join(homedir(), ".cache", "mlmodel-test-servers");
 const repoRoot = new URL("../../../", import.meta.url).pathname;
@@ -193,4 +194,17 @@ export function randomBytes(n: number, seed = 1): Buffer {
     buf[i] = x & 0xff;
   }
   return buf;
+}
+
+/**
+ * Leaves DEST as a killed run would: a partial directory for `uri` holding `bytes` as the
+ * part of `file`, saved with the validator `version`.
+ */
+export function seedPartial(dest: string, uri: string, file: string, bytes: Buffer, version: string): void {
+  const partial = partialDirFor(dest);
+  const part = join(partial, "download", `${file}.mlmodel-part`);
+  mkdirSync(dirname(part), { recursive: true });
+  writeFileSync(join(partial, ".mlmodel-partial.json"), JSON.stringify({ uri }));
+  writeFileSync(part, bytes);
+  writeFileSync(`${part}.json`, JSON.stringify({ version }));
 }
