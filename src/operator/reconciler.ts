@@ -43,6 +43,13 @@ import { computeStatus, type MissingDependency, type Observed, transitionEvent }
 export interface MLModelControllerOptions extends OperatorConfig {
   concurrency?: number;
   now?: () => Date;
+  /**
+   * The last status this controller wrote per model, and the resourceVersion it was computed
+   * from. A reconcile that runs before the cache has seen that write (a child changed in
+   * between) compares against it instead of the cache's older status, so it neither writes the
+   * same status twice nor records the same transition Event twice.
+   */
+  writtenStatus?: Map<string, { fromResourceVersion: string | undefined; status: MLModelStatus }>;
 }
 
 /** Index of MLModels by what they reference: "Secret/ns/name", "ConfigMap/ns/name", "PersistentVolumeClaim/ns/name". */
@@ -88,6 +95,7 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
         .byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`)
         .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name! }));
 
+  const written: NonNullable<MLModelControllerOptions["writtenStatus"]> = new Map();
   mgr
     .controller("mlmodel")
     .for(mlModelKind, { predicates: [generationChangedPredicate()] })
@@ -112,7 +120,9 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
       models.list().map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name! })),
     )
     .concurrency(options.concurrency ?? 2)
-    .reconcile((ctx) => reconcileMLModel(ctx, options));
+    .reconcile((ctx) =>
+      reconcileMLModel(ctx, { ...options, writtenStatus: options.writtenStatus ?? written }),
+    );
 }
 
 function childrenOf<T>(ctx: ReconcileContext, kind: ResourceKind, model: MLModel): T[] {
@@ -252,9 +262,18 @@ export async function reconcileMLModel(
   ctx: ReconcileContext,
   options: MLModelControllerOptions,
 ): Promise<ReconcileResult | undefined> {
-  const model = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
+  const cached = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
+  const key = `${ctx.request.namespace}/${ctx.request.name}`;
   // Gone: its children are garbage-collected through their owner references.
-  if (!model) return undefined;
+  if (!cached) {
+    options.writtenStatus?.delete(key);
+    return undefined;
+  }
+  const mine = options.writtenStatus?.get(key);
+  const model: MLModel =
+    mine && mine.fromResourceVersion === cached.metadata.resourceVersion
+      ? { ...cached, status: mine.status }
+      : cached;
   const ns = model.metadata.namespace!;
   const now = (options.now ?? (() => new Date()))().toISOString();
 
@@ -362,6 +381,7 @@ export async function reconcileMLModel(
       },
       { fieldManager, force: true, signal: ctx.signal },
     );
+    options.writtenStatus?.set(key, { fromResourceVersion: cached.metadata.resourceVersion, status });
     const event = transitionEvent(model.status, status);
     if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
   }

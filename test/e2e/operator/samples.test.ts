@@ -128,7 +128,7 @@ describe("samples on the local control plane", () => {
     const writes = operator.writes() - before;
     const all = operator.requests.slice(requestsBefore);
     console.log(
-      `# idle minute: ${writes} writes, ${all.length} requests in total (${[...new Set(all.map((r) => r.verb))].join(", ") || "none"})`,
+      `# converged with ${before} writes for 3 models; idle minute: ${writes} writes, ${all.length} requests in total (${[...new Set(all.map((r) => r.verb))].join(", ") || "none"})`,
     );
     assert.equal(writes, 0);
   });
