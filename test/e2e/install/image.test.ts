@@ -1,0 +1,128 @@
+/**
+ * No container engine runs here, so the image is proved piece by piece: the Dockerfile's
+ * install step (`npm ci --omit=dev ...`, read from the Dockerfile itself) runs in a clean
+ * directory, exactly the paths the final stage copies are added, and `mlmodel` on PATH (as the
+ * image's entrypoint and the download Job's command) runs the operator and download commands.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, dirname, join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { repoRoot } from "./support.ts";
+
+interface Stages {
+  /** The deps stage's RUN command, in steps (`&&`). */
+  install: string[];
+  /** What the deps stage copies before installing. */
+  depsFiles: string[];
+  /** What the final stage copies from the build context. */
+  finalCopies: string[];
+  entrypoint: string[];
+  user: string;
+}
+
+function readDockerfile(text: string): Stages {
+  const stages = text.split(/^FROM /m).slice(1);
+  assert.equal(stages.length, 2, "a deps stage and a final stage");
+  const [deps, final] = stages as [string, string];
+  const copies = (stage: string) =>
+    [...stage.matchAll(/^COPY (?!--from)(.+)$/gm)].flatMap((m) => m[1]!.trim().split(/\s+/).slice(0, -1));
+  const run = /^RUN ((?:.*\\\n)*.*)$/m.exec(deps)?.[1];
+  assert.ok(run, "the deps stage has a RUN step");
+  return {
+    install: run
+      .replace(/\\\n/g, " ")
+      .split("&&")
+      .map((step) => step.trim().replace(/\s+/g, " ")),
+    depsFiles: copies(deps),
+    finalCopies: copies(final),
+    entrypoint: JSON.parse(/^ENTRYPOINT (.+)$/m.exec(final)?.[1] ?? "[]") as string[],
+    user: /^USER (.+)$/m.exec(final)?.[1]?.trim() ?? "",
+  };
+}
+
+describe("the image's production install (npm ci --omit=dev into a clean directory)", () => {
+  const stages = readDockerfile(readFileSync(join(repoRoot, "Dockerfile"), "utf8"));
+  let app: string;
+  let pathDir: string;
+
+  before(() => {
+    app = mkdtempSync(join(tmpdir(), "mlmodel-image-"));
+    for (const file of stages.depsFiles) cpSync(join(repoRoot, file), join(app, file));
+    // The deps stage's own command, but for `npm cache clean`: that would empty this machine's cache.
+    const steps = stages.install.filter((step) => !step.startsWith("npm cache clean"));
+    const ci = spawnSync("sh", ["-c", steps.join(" && ")], { cwd: app, encoding: "utf8" });
+    assert.equal(ci.status, 0, ci.stderr);
+    for (const path of stages.finalCopies) {
+      cpSync(join(repoRoot, path), join(app, path), {
+        recursive: true,
+        filter: (src) => !src.endsWith(".test.ts"), // as .dockerignore
+      });
+    }
+    // The image links /usr/local/bin/mlmodel to bin/mlmodel.js; node 24 is the image's node.
+    pathDir = join(app, ".path");
+    mkdirSync(pathDir);
+    symlinkSync(join(app, "bin", "mlmodel.js"), join(pathDir, "mlmodel"));
+  });
+
+  after(() => {
+    if (app) rmSync(app, { recursive: true, force: true });
+  });
+
+  const mlmodel = (args: string[]) =>
+    spawnSync(stages.entrypoint[0]!, args, {
+      cwd: app,
+      encoding: "utf8",
+      env: {
+        HOME: app,
+        PATH: [pathDir, dirname(process.execPath), "/usr/bin", "/bin"].join(delimiter),
+        NODE_ENV: "production",
+      },
+    });
+
+  it("the Dockerfile is multi-stage, runs as a non-root user and has mlmodel as entrypoint", () => {
+    assert.deepEqual(stages.entrypoint, ["mlmodel"]);
+    assert.match(stages.user, /^[1-9][0-9]*(:[1-9][0-9]*)?$/, "a numeric non-root user");
+    assert.ok(
+      stages.install.some((step) => /^npm ci .*--omit=dev/.test(step)),
+      stages.install.join(" && "),
+    );
+    assert.deepEqual(stages.finalCopies.sort(), ["bin", "package.json", "src"]);
+  });
+
+  it("holds production dependencies only", () => {
+    const pkg = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as {
+      dependencies: Record<string, string>;
+    };
+    for (const dep of Object.keys(pkg.dependencies)) {
+      assert.ok(existsSync(join(app, "node_modules", dep, "package.json")), `${dep} is installed`);
+    }
+    // The lock marks what only development needs (TypeScript, Biome, the Node binary package).
+    const lock = JSON.parse(readFileSync(join(repoRoot, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { dev?: boolean }>;
+    };
+    const devOnly = Object.entries(lock.packages)
+      .filter(([path, entry]) => path && entry.dev)
+      .map(([path]) => path);
+    assert.ok(devOnly.includes("node_modules/typescript"), "the check knows what is dev-only");
+    for (const path of devOnly) assert.ok(!existsSync(join(app, path)), `${path} is dev-only`);
+  });
+
+  it("runs `mlmodel operator`", () => {
+    const help = mlmodel(["operator", "--help"]);
+    assert.equal(help.status, 0, help.stderr);
+    assert.match(help.stdout, /^Usage: mlmodel operator/);
+    // Past flag parsing: the operator's modules load, and a bad kubeconfig is reported plainly.
+    const bad = mlmodel(["operator", "--kubeconfig", join(app, "missing.kubeconfig")]);
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /mlmodel: cannot load kubeconfig .*missing\.kubeconfig/);
+  });
+
+  it("runs `mlmodel download`", () => {
+    const help = mlmodel(["download", "--help"]);
+    assert.equal(help.status, 0, help.stderr);
+    assert.match(help.stdout, /mlmodel download/);
+  });
+});
