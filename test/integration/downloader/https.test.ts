@@ -138,7 +138,11 @@ describe("https:// downloads", () => {
     const part = join(partialDirFor(dest), "download", "model.bin.mlmodel-part");
     const args = ["--uri", `${server.url}/models/model.bin`, "--dest", dest, "--sha256", sha256(model)];
     const first = runDownload(args, env);
-    while (!existsSync(part) || statSync(part).size < 300_000) await sleep(50);
+    while (!existsSync(part) || statSync(part).size < 300_000) {
+      if (first.child.exitCode !== null)
+        assert.fail(`the first run ended before it could be killed: ${(await first).stderr}`);
+      await sleep(50);
+    }
     first.child.kill("SIGKILL");
     await first;
     assert.equal(existsSync(dest), false, "a killed download publishes nothing");
