@@ -19,7 +19,7 @@ import { defaultOperatorNamespace, rulesFor } from "../../../src/operator/manife
 import { operatorName } from "../../../src/operator/names.ts";
 import { ApiError, builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { type PrivateCluster, startPrivateCluster, waitFor } from "../../harness/cluster.ts";
-import { applyObjects, isReady, podsOf, provideVolume, readSample } from "../operator/helpers.ts";
+import { applyObjects, isReady, leftovers, podsOf, provideVolume, readSample } from "../operator/helpers.ts";
 import {
   kubectl,
   type OperatorProcess,
@@ -181,6 +181,38 @@ describe("dist/install.yaml on a fresh local control plane", () => {
       [],
       "no write by the ServiceAccount was forbidden",
     );
+  });
+
+  it("the same process serves the other samples to Ready, and deleting them leaves nothing behind", async () => {
+    const ns = "install-sample";
+    const proc = operator!;
+    const samples: [string, string, number][] = [
+      ["tfserving-operator.yaml", "tfserv-sample", 3],
+      ["machinemodel.yaml", "image-classifier-v1", 1],
+    ];
+    for (const [file, name, replicas] of samples) {
+      await applyObjects(admin, ns, readSample(file));
+      let last: Obj | undefined;
+      await waitFor(`sample ${name} to be Ready`, async () => {
+        last = await admin.get<Obj>(mlModelKind, { namespace: ns, name });
+        return last?.status?.phase === "Ready" && last.status.observedGeneration === last.metadata.generation;
+      }).catch((err: Error) => {
+        throw new Error(
+          `${err.message}; status ${JSON.stringify(last?.status)}\noperator log:\n${proc.output()}`,
+        );
+      });
+      assert.equal((await podsOf(admin, ns, name)).filter(isReady).length, replicas, name);
+    }
+    for (const name of ["resnet", ...samples.map(([, n]) => n)]) {
+      await admin.delete(mlModelKind, { namespace: ns, name });
+    }
+    for (const name of ["resnet", ...samples.map(([, n]) => n)]) {
+      await waitFor(`${name} and its children to be gone`, async () => {
+        const model = await admin.get(mlModelKind, { namespace: ns, name });
+        return !model && (await leftovers(admin, ns, name)).length === 0;
+      });
+    }
+    assert.doesNotMatch(proc.output(), /forbidden/i, "the operator hit a permission it does not have");
   });
 
   it("grants the generated role's permissions and not one outside it", async () => {
