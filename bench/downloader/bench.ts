@@ -139,11 +139,24 @@ async function benchHttpLargeFile(): Promise<void> {
     () => timed("curl", ["-sS", "--fail", "-o", join(work, "curl-big.bin"), url]),
     () => clean(join(work, "curl-big.bin")),
   );
+  // curl that also hashes what it writes, as the downloader always does (same work, in shell).
+  const curlSha = await best(
+    () =>
+      timed("bash", [
+        "-c",
+        `curl -sS --fail "${url}" | tee "${join(work, "curl-sha.bin")}" | sha256sum >/dev/null`,
+      ]),
+    () => clean(join(work, "curl-sha.bin")),
+  );
   const mine = await best(
     () => ours(url, join(work, "ours-big")),
     () => clean(join(work, "ours-big")),
   );
-  report(`A. one ${bigBytes / 1024 / 1024} MiB file over HTTP (loopback)`, bigBytes, { curl, mlmodel: mine });
+  report(`A. one ${bigBytes / 1024 / 1024} MiB file over HTTP (loopback)`, bigBytes, {
+    curl,
+    "curl+sha": curlSha,
+    mlmodel: mine,
+  });
 
   // D. The same file with the V8 heap capped far below the file size.
   const capped = await ours(url, join(work, "ours-capped"), {}, [`--max-old-space-size=${heapMib}`]);
