@@ -1,0 +1,166 @@
+/**
+ * What a run leaves behind: a JSON file per N, an SVG per series under bench/results/, and a
+ * human summary. The JSON line the issue asks for is built here too.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { barChart, lineChart, type Series } from "../lib/svg.ts";
+import type { OperatorBenchResult } from "./bench.ts";
+
+export const resultsDir = join(import.meta.dirname, "..", "results");
+
+/** The last-line JSON: the headline figures first, then every series. */
+export function jsonLine(r: OperatorBenchResult): string {
+  const { converge, floor, models, ...rest } = r;
+  const strip = <T extends { latencies?: number[] }>(s: T | undefined) => {
+    if (!s) return undefined;
+    const { latencies: _l, ...keep } = s;
+    return keep;
+  };
+  return JSON.stringify({
+    models,
+    operatorSeconds: r.operatorSeconds,
+    floorSeconds: r.floorSeconds,
+    ratio: r.ratio,
+    requestsPerModel: r.requestsPerModel,
+    peakRssMiB: r.peakRssMiB,
+    ...rest,
+    converge: strip(converge),
+    floor: strip(floor),
+  });
+}
+
+/** The cumulative share of models Ready over time since creation started. */
+export function readyCurve(latencies: readonly number[]): { x: number; y: number }[] {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const step = Math.max(1, Math.floor(sorted.length / 100));
+  const points = [{ x: 0, y: 0 }];
+  for (let i = step - 1; i < sorted.length; i += step)
+    points.push({ x: sorted[i]!, y: ((i + 1) / sorted.length) * 100 });
+  const last = sorted.at(-1);
+  if (last !== undefined && points.at(-1)!.y < 100) points.push({ x: last, y: 100 });
+  return points;
+}
+
+export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[] {
+  mkdirSync(dir, { recursive: true });
+  const written: string[] = [];
+  const file = (name: string, content: string) => {
+    writeFileSync(join(dir, name), content);
+    written.push(join(dir, name));
+  };
+  const n = r.models;
+  file(`operator-n${n}.json`, `${JSON.stringify(JSON.parse(jsonLine(r)), null, 2)}\n`);
+  const curves: Series[] = [];
+  if (r.converge) curves.push({ name: "operator", points: readyCurve(r.converge.latencies) });
+  if (r.floor)
+    curves.push({ name: "floor (bare client, no operator)", points: readyCurve(r.floor.latencies) });
+  if (curves.length)
+    file(
+      `converge-n${n}.svg`,
+      lineChart(
+        `Create -> Ready, ${n} models (noisy shared 2-core machine)`,
+        "seconds after create",
+        "% of models ready",
+        curves,
+      ),
+    );
+  if (r.converge)
+    file(
+      `requests-n${n}.svg`,
+      barChart(
+        `Operator API requests per model by verb, create -> Ready (${n} models)`,
+        "requests per model",
+        Object.entries(r.converge.requestsPerModelByVerb).map(([label, value]) => ({ label, value })),
+      ),
+    );
+  const phases = [
+    ["converge", r.converge?.seconds],
+    ["floor", r.floor?.seconds],
+    ["update 10%", r.update?.seconds],
+    ["delete all", r.delete?.seconds],
+  ].filter((p): p is [string, number] => p[1] !== undefined);
+  if (phases.length)
+    file(
+      `phases-n${n}.svg`,
+      barChart(
+        `Seconds per series, ${n} models (noisy)`,
+        "seconds",
+        phases.map(([label, value]) => ({ label, value })),
+      ),
+    );
+  if (r.memory?.points.length)
+    file(
+      "memory.svg",
+      lineChart("Operator memory vs cached MLModels", "cached MLModels", "MiB", [
+        { name: "RSS", points: r.memory.points.map((p) => ({ x: p.cachedModels, y: p.rssMiB })) },
+        { name: "heap used", points: r.memory.points.map((p) => ({ x: p.cachedModels, y: p.heapUsedMiB })) },
+      ]),
+    );
+  const scaling = scalingSeries(dir);
+  if (scaling.length)
+    file("scaling.svg", lineChart("Converge time vs models (noisy)", "models", "seconds", scaling));
+  return written;
+}
+
+/** Operator and floor seconds from every operator-n*.json in `dir`, by N. */
+export function scalingSeries(dir: string): Series[] {
+  if (!existsSync(dir)) return [];
+  const runs = readdirSync(dir)
+    .filter((f) => /^operator-n\d+\.json$/.test(f))
+    .map((f) => JSON.parse(readFileSync(join(dir, f), "utf8")) as OperatorBenchResult)
+    .sort((a, b) => a.models - b.models);
+  const series = (name: string, pick: (r: OperatorBenchResult) => number | undefined): Series => ({
+    name,
+    points: runs.flatMap((r) => (pick(r) === undefined ? [] : [{ x: r.models, y: pick(r)! }])),
+  });
+  return [series("operator", (r) => r.operatorSeconds), series("floor", (r) => r.floorSeconds)].filter(
+    (s) => s.points.length > 0,
+  );
+}
+
+/** A few lines for a person; the JSON line follows. */
+export function summary(r: OperatorBenchResult): string {
+  const lines = [
+    `machine: ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, ${r.machine.cluster} (${r.machine.note})`,
+    `models: ${r.models}, operator concurrency ${r.concurrency}`,
+  ];
+  const c = r.converge;
+  if (c)
+    lines.push(
+      `converge: ${c.seconds}s; create->Ready p50 ${c.latency.p50}s p90 ${c.latency.p90}s p99 ${c.latency.p99}s; ` +
+        `${c.requestsPerModel} requests/model ${JSON.stringify(c.requestsPerModelByVerb)}; ${c.reconcilesPerModel} reconciles/model; ` +
+        `CPU ${c.cpuSeconds}s; peak RSS ${c.peakRssMiB} MiB`,
+    );
+  if (c?.auditWritesPerModel)
+    lines.push(`  audit-logged writes/model: ${JSON.stringify(c.auditWritesPerModel)}`);
+  if (r.floor)
+    lines.push(
+      `floor: ${r.floor.seconds}s; p50 ${r.floor.latency.p50}s p99 ${r.floor.latency.p99}s; operator/floor ratio ${r.ratio}`,
+    );
+  if (r.steady)
+    lines.push(
+      `steady (${r.steady.idleSeconds}s idle): ${r.steady.writesPerMinute} writes/min, ${r.steady.reconcilesPerMinute} reconciles/min` +
+        (r.steady.auditWrites !== undefined
+          ? `, ${r.steady.auditWrites} writes in the audit log`
+          : ", no audit log"),
+    );
+  if (r.update)
+    lines.push(
+      `update wave: ${r.update.models} models to a new version in ${r.update.seconds}s (p50 ${r.update.latency.p50}s p99 ${r.update.latency.p99}s); requests/model ${JSON.stringify(r.update.requestsPerModelByVerb)}`,
+    );
+  if (r.delete) lines.push(`delete all: ${r.delete.seconds}s until every model and child is gone`);
+  if (r.memory) {
+    const pts = r.memory.points
+      .map((p) => `${p.cachedModels}: RSS ${p.rssMiB} MiB heap ${p.heapUsedMiB} MiB`)
+      .join("; ");
+    lines.push(`memory: ${pts}; ${r.memory.heapKiBPerModel ?? "?"} KiB heap per cached model`);
+    const s = r.memory.storeCost;
+    if (s)
+      lines.push(
+        `  runtime store per MLModel: ${s.withManagedFieldsKiB} KiB with managedFields, ${s.strippedKiB} KiB stripped (${s.objects} objects)`,
+      );
+    if (r.memory.note) lines.push(`  ${r.memory.note}`);
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,95 @@
+/**
+ * `npm run bench`: the operator benchmark against a real control plane (a private local one
+ * started for the run, or the cluster of --kubeconfig / KUBECONFIG). Prints figures and writes
+ * JSON and SVG plots under bench/results/; never passes or fails on time.
+ *
+ *   npm run bench                                  # N=100, every series
+ *   npm run bench -- --models 1000 --json          # last line: one JSON object
+ *   npm run bench -- --models 1000 --series converge,floor --memory 1000,10000
+ */
+import { parseArgs } from "node:util";
+import { benchCluster } from "../bench/lib/cluster.ts";
+import { allSeries, runOperatorBench, type SeriesName } from "../bench/operator/bench.ts";
+import { jsonLine, summary, writeResults } from "../bench/operator/report.ts";
+
+const help = `Usage: npm run bench -- [flags]
+
+  --models N          MLModels to create at once (default 100)
+  --json              print one JSON object as the last line
+  --kubeconfig PATH   use this cluster (default: $KUBECONFIG if set, else a private local control plane)
+  --series LIST       comma-separated: ${allSeries.join(",")} (default: all)
+  --concurrency N     operator --concurrency and the floor client's (default 2, the operator's default)
+  --idle SECONDS      steady-state idle period (default 60)
+  --memory LIST       cached-model counts for the memory series (default 1000,10000; "" to skip)
+  --parallel N        creates/deletes in flight from the benchmark client (default 32)`;
+
+function parse() {
+  const { values } = parseArgs({
+    options: {
+      models: { type: "string", default: "100" },
+      json: { type: "boolean", default: false },
+      kubeconfig: { type: "string" },
+      series: { type: "string", default: allSeries.join(",") },
+      concurrency: { type: "string", default: "2" },
+      idle: { type: "string", default: "60" },
+      memory: { type: "string", default: "1000,10000" },
+      parallel: { type: "string", default: "32" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  return values;
+}
+
+function positive(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} "${value}" must be a whole number >= 1`);
+  return n;
+}
+
+async function main(): Promise<number> {
+  const flags = parse();
+  if (flags.help) {
+    console.log(help);
+    return 0;
+  }
+  const series = new Set(flags.series.split(",").filter(Boolean) as SeriesName[]);
+  for (const s of series)
+    if (!allSeries.includes(s)) throw new Error(`--series: unknown "${s}"; known: ${allSeries.join(", ")}`);
+  const models = positive("models", flags.models);
+  const memoryPoints = flags.memory
+    .split(",")
+    .filter(Boolean)
+    .map((v) => positive("memory", v));
+  const log = (line: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+  const cluster = await benchCluster({
+    kubeconfig: flags.kubeconfig ?? process.env.KUBECONFIG,
+    // Floor and operator pods never coexist (the floor namespace is emptied first).
+    pods: models,
+    log,
+  });
+  try {
+    const result = await runOperatorBench(cluster, {
+      models,
+      concurrency: positive("concurrency", flags.concurrency),
+      idleSeconds: positive("idle", flags.idle),
+      memoryPoints,
+      series,
+      clientParallelism: positive("parallel", flags.parallel),
+      log,
+    });
+    for (const f of writeResults(result)) log(`wrote ${f}`);
+    console.log(summary(result));
+    if (flags.json) console.log(jsonLine(result));
+  } finally {
+    await cluster.stop();
+  }
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : err);
+    process.exit(1);
+  },
+);

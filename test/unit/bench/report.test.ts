@@ -1,0 +1,130 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import {
+  benchModel,
+  modelNames,
+  type OperatorBenchResult,
+  servesCurrentSpec,
+} from "../../../bench/operator/bench.ts";
+import { jsonLine, readyCurve, scalingSeries, writeResults } from "../../../bench/operator/report.ts";
+import { mlModelSpecSchema } from "../../../src/api/mlmodel.ts";
+
+const result: OperatorBenchResult = {
+  models: 3,
+  operatorSeconds: 4,
+  floorSeconds: 2,
+  ratio: 2,
+  requestsPerModel: 6,
+  peakRssMiB: 150,
+  concurrency: 2,
+  machine: { cores: 2, memoryGiB: 24, cluster: "private local control plane", note: "noisy" },
+  converge: {
+    seconds: 4,
+    latency: { p50: 2, p90: 3, p99: 3, max: 3 },
+    requestsPerModel: 6,
+    requestsPerModelByVerb: { apply: 4, create: 2 },
+    reconcilesPerModel: 2,
+    cpuSeconds: 1,
+    peakRssMiB: 150,
+    latencies: [1, 2, 3],
+  },
+  floor: { seconds: 2, latency: { p50: 1, p90: 2, p99: 2, max: 2 }, latencies: [1, 1, 2] },
+};
+
+describe("bench report", () => {
+  it("puts the headline fields first in the JSON line and leaves raw latencies out", () => {
+    const parsed = JSON.parse(jsonLine(result)) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(parsed).slice(0, 6), [
+      "models",
+      "operatorSeconds",
+      "floorSeconds",
+      "ratio",
+      "requestsPerModel",
+      "peakRssMiB",
+    ]);
+    assert.equal((parsed.converge as Record<string, unknown>).latencies, undefined);
+    assert.equal((parsed.converge as Record<string, unknown>).reconcilesPerModel, 2);
+  });
+
+  it("draws the ready curve from 0 to 100 % at the slowest model", () => {
+    const curve = readyCurve([3, 1, 2, 4]);
+    assert.deepEqual(curve[0], { x: 0, y: 0 });
+    assert.deepEqual(curve.at(-1), { x: 4, y: 100 });
+    for (let i = 1; i < curve.length; i++)
+      assert.ok(curve[i]!.x >= curve[i - 1]!.x && curve[i]!.y > curve[i - 1]!.y);
+  });
+
+  it("writes JSON and one SVG per series, and the scaling plot reads every N's JSON", () => {
+    const dir = mkdtempSync(join(tmpdir(), "bench-report-"));
+    try {
+      writeResults(result, dir);
+      writeResults({ ...result, models: 30, operatorSeconds: 9, floorSeconds: 5 }, dir);
+      assert.deepEqual(readdirSync(dir).sort(), [
+        "converge-n3.svg",
+        "converge-n30.svg",
+        "operator-n3.json",
+        "operator-n30.json",
+        "phases-n3.svg",
+        "phases-n30.svg",
+        "requests-n3.svg",
+        "requests-n30.svg",
+        "scaling.svg",
+      ]);
+      const scaling = scalingSeries(dir);
+      assert.deepEqual(
+        scaling.map((s) => [s.name, s.points]),
+        [
+          [
+            "operator",
+            [
+              { x: 3, y: 4 },
+              { x: 30, y: 9 },
+            ],
+          ],
+          [
+            "floor",
+            [
+              { x: 3, y: 2 },
+              { x: 30, y: 5 },
+            ],
+          ],
+        ],
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("bench models", () => {
+  it("are valid custom-image MLModels with distinct sortable names", () => {
+    const names = modelNames(12);
+    assert.equal(new Set(names).size, 12);
+    assert.deepEqual([...names].sort(), names);
+    const m = benchModel(names[0]!, "ns", "run");
+    assert.equal(m.kind, "MLModel");
+    for (const field of mlModelSpecSchema.required ?? []) assert.ok(field in m.spec, `spec.${field}`);
+    assert.ok(m.spec.image);
+  });
+
+  it("count as serving only when Ready for the current generation and, if asked, the version", () => {
+    const m = benchModel("m", "ns", "run");
+    const ready = (status: object, generation = 2) =>
+      ({ ...m, metadata: { ...m.metadata, generation }, status }) as typeof m;
+    const base = {
+      phase: "Ready",
+      observedGeneration: 2,
+      modelVersion: "2",
+      revision: { current: "a", lastReady: "a" },
+    };
+    assert.equal(servesCurrentSpec(ready(base)), true);
+    assert.equal(servesCurrentSpec(ready(base), "2"), true);
+    assert.equal(servesCurrentSpec(ready(base), "3"), false);
+    assert.equal(servesCurrentSpec(ready({ ...base, observedGeneration: 1 })), false);
+    assert.equal(servesCurrentSpec(ready({ ...base, phase: "Deploying" })), false);
+    assert.equal(servesCurrentSpec(ready({ ...base, revision: { current: "b", lastReady: "a" } })), false);
+  });
+});
