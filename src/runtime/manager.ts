@@ -21,7 +21,7 @@ import { type EventRecorder, KubeEventRecorder } from "./events.ts";
 import { Informer, type Transform } from "./informer.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
-import { kubeLeaseClient, LeaderElector } from "./leader.ts";
+import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
 import { RuntimeMetrics } from "./metrics.ts";
 import { closeServer, parseBindAddress, probe, serve } from "./server.ts";
 import { type IndexFunc, MultiStore, type Store } from "./store.ts";
@@ -34,15 +34,7 @@ export interface ManagerOptions {
   client?: KubeClient;
   /** Restrict namespaced caches to these namespaces (default: all). */
   namespaces?: string[];
-  leaderElection?: {
-    name: string;
-    namespace: string;
-    identity?: string;
-    leaseDurationMs?: number;
-    renewDeadlineMs?: number;
-    retryPeriodMs?: number;
-    releaseOnCancel?: boolean;
-  };
+  leaderElection?: LeaderElectionOptions;
   /** "host:port", ":port", or "0" to disable. Default "0". */
   metricsBindAddress?: string;
   /** "host:port", ":port", or "0" to disable. Default "0". */

@@ -28,91 +28,78 @@ export class RuntimeMetrics {
     this.registry = opts.registry ?? new Registry();
     const registers = [this.registry];
     if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const gauge = <L extends string>(name: string, help: string, labelNames: L[]) =>
+      new Gauge<L>({ name, help, labelNames, registers });
+    const histogram = <L extends string>(name: string, help: string, labelNames: L[], buckets: number[]) =>
+      new Histogram<L>({ name, help, labelNames, buckets, registers });
     const queueBuckets = exponentialBuckets(10e-9, 10, 12); // 10ns .. 1000s, like client-go
-    this.reconcileTotal = new Counter({
-      name: "controller_runtime_reconcile_total",
-      help: "Total number of reconciliations per controller",
-      labelNames: ["controller", "result"],
-      registers,
-    });
-    this.reconcileErrors = new Counter({
-      name: "controller_runtime_reconcile_errors_total",
-      help: "Total number of reconciliation errors per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.terminalErrors = new Counter({
-      name: "controller_runtime_terminal_reconcile_errors_total",
-      help: "Total number of terminal reconciliation errors per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.reconcileTime = new Histogram({
-      name: "controller_runtime_reconcile_time_seconds",
-      help: "Length of time per reconciliation per controller",
-      labelNames: ["controller"],
-      buckets: [
+    const queue: ("name" | "controller")[] = ["name", "controller"];
+
+    this.reconcileTotal = counter(
+      "controller_runtime_reconcile_total",
+      "Total number of reconciliations per controller",
+      ["controller", "result"],
+    );
+    this.reconcileErrors = counter(
+      "controller_runtime_reconcile_errors_total",
+      "Total number of reconciliation errors per controller",
+      ["controller"],
+    );
+    this.terminalErrors = counter(
+      "controller_runtime_terminal_reconcile_errors_total",
+      "Total number of terminal reconciliation errors per controller",
+      ["controller"],
+    );
+    this.reconcileTime = histogram(
+      "controller_runtime_reconcile_time_seconds",
+      "Length of time per reconciliation per controller",
+      ["controller"],
+      [
         0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
         1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
       ],
-      registers,
-    });
-    this.activeWorkers = new Gauge({
-      name: "controller_runtime_active_workers",
-      help: "Number of currently used workers per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.maxConcurrent = new Gauge({
-      name: "controller_runtime_max_concurrent_reconciles",
-      help: "Maximum number of concurrent reconciles per controller",
-      labelNames: ["controller"],
-      registers,
-    });
-    this.queueDepth = new Gauge({
-      name: "workqueue_depth",
-      help: "Current depth of workqueue",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.queueAdds = new Counter({
-      name: "workqueue_adds_total",
-      help: "Total number of adds handled by workqueue",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.queueDuration = new Histogram({
-      name: "workqueue_queue_duration_seconds",
-      help: "How long in seconds an item stays in workqueue before being requested",
-      labelNames: ["name", "controller"],
-      buckets: queueBuckets,
-      registers,
-    });
-    this.workDuration = new Histogram({
-      name: "workqueue_work_duration_seconds",
-      help: "How long in seconds processing an item from workqueue takes",
-      labelNames: ["name", "controller"],
-      buckets: queueBuckets,
-      registers,
-    });
-    this.queueRetries = new Counter({
-      name: "workqueue_retries_total",
-      help: "Total number of retries handled by workqueue",
-      labelNames: ["name", "controller"],
-      registers,
-    });
-    this.leaderStatus = new Gauge({
-      name: "leader_election_master_status",
-      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
-      labelNames: ["name"],
-      registers,
-    });
-    this.restRequests = new Counter({
-      name: "rest_client_requests_total",
-      help: "Number of HTTP requests, partitioned by status code, method and verb",
-      labelNames: ["code", "method", "verb"],
-      registers,
-    });
+    );
+    this.activeWorkers = gauge(
+      "controller_runtime_active_workers",
+      "Number of currently used workers per controller",
+      ["controller"],
+    );
+    this.maxConcurrent = gauge(
+      "controller_runtime_max_concurrent_reconciles",
+      "Maximum number of concurrent reconciles per controller",
+      ["controller"],
+    );
+    this.queueDepth = gauge("workqueue_depth", "Current depth of workqueue", queue);
+    this.queueAdds = counter("workqueue_adds_total", "Total number of adds handled by workqueue", queue);
+    this.queueDuration = histogram(
+      "workqueue_queue_duration_seconds",
+      "How long in seconds an item stays in workqueue before being requested",
+      queue,
+      queueBuckets,
+    );
+    this.workDuration = histogram(
+      "workqueue_work_duration_seconds",
+      "How long in seconds processing an item from workqueue takes",
+      queue,
+      queueBuckets,
+    );
+    this.queueRetries = counter(
+      "workqueue_retries_total",
+      "Total number of retries handled by workqueue",
+      queue,
+    );
+    this.leaderStatus = gauge(
+      "leader_election_master_status",
+      "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+      ["name"],
+    );
+    this.restRequests = counter(
+      "rest_client_requests_total",
+      "Number of HTTP requests, partitioned by status code, method and verb",
+      ["code", "method", "verb"],
+    );
   }
 
   /** Queue hooks for one controller's queue (queue name = controller name, as in controller-runtime). */

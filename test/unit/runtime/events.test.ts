@@ -20,6 +20,14 @@ function sink() {
   return { s, calls };
 }
 
+/** A recorder on a fake clock writing to a recording sink. */
+function recorder(opts: { flushIntervalMs?: number; seriesWindowMs?: number } = {}) {
+  const clock = new FakeClock(0);
+  const { s, calls } = sink();
+  const r = new KubeEventRecorder(s, { reportingController: "c", reportingInstance: "i", clock, ...opts });
+  return { clock, calls, r };
+}
+
 const podset: KubeObject = {
   apiVersion: "example.com/v1",
   kind: "PodSet",
@@ -53,14 +61,7 @@ describe("KubeEventRecorder", () => {
   });
 
   it("aggregates a storm of repeats: 1000 identical events -> 1 create + 1 series patch per interval", async () => {
-    const clock = new FakeClock(0);
-    const { s, calls } = sink();
-    const r = new KubeEventRecorder(s, {
-      reportingController: "c",
-      reportingInstance: "i",
-      clock,
-      flushIntervalMs: 30_000,
-    });
+    const { clock, calls, r } = recorder({ flushIntervalMs: 30_000 });
     for (let i = 0; i < 1000; i++) {
       r.event(podset, "Warning", "ReconcileError", "boom");
       await clock.advance(10); // 1000 events over 10 s
@@ -79,14 +80,7 @@ describe("KubeEventRecorder", () => {
   });
 
   it("starts a new event after the series window; drops bad input without throwing", async () => {
-    const clock = new FakeClock(0);
-    const { s, calls } = sink();
-    const r = new KubeEventRecorder(s, {
-      reportingController: "c",
-      reportingInstance: "i",
-      clock,
-      seriesWindowMs: 1000,
-    });
+    const { clock, calls, r } = recorder({ seriesWindowMs: 1000 });
     r.event(podset, "Normal", "R", "m");
     await clock.advance(2000);
     r.event(podset, "Normal", "R", "m");

@@ -70,16 +70,22 @@ async function run(clock: FakeClock, ms: number, until?: () => boolean): Promise
   return clock.now() - start;
 }
 
+/** Two candidates on one lease: a starts first (and so leads), b a moment later. */
+async function pair(start: number) {
+  const clock = new FakeClock(start);
+  const cell = new LeaseCell();
+  const a = candidate(cell, "a", clock);
+  await settle();
+  const b = candidate(cell, "b", clock);
+  return { clock, cell, a, b };
+}
+
 const LEASE = 15_000;
 const RETRY = 2_000;
 
 describe("LeaderElector", () => {
   it("exactly one of two candidates leads; after the leader dies the other leads within lease + 2 retries", async () => {
-    const clock = new FakeClock(1_000_000);
-    const cell = new LeaseCell();
-    const a = candidate(cell, "a", clock);
-    await settle();
-    const b = candidate(cell, "b", clock);
+    const { clock, cell, a, b } = await pair(1_000_000);
     await run(clock, 60_000);
     assert.equal(a.state.leading, true);
     assert.equal(b.state.leading, false);
@@ -97,11 +103,7 @@ describe("LeaderElector", () => {
   });
 
   it("a leader that cannot renew stops before anyone else may lead (renewDeadline < lease)", async () => {
-    const clock = new FakeClock(0);
-    const cell = new LeaseCell();
-    const a = candidate(cell, "a", clock);
-    await settle();
-    const b = candidate(cell, "b", clock);
+    const { clock, cell, a, b } = await pair(0);
     await run(clock, 10_000);
     cell.cut.add("a"); // partitioned, but alive
     await run(clock, 60_000, () => b.state.leading);
@@ -115,11 +117,7 @@ describe("LeaderElector", () => {
   });
 
   it("releases the lease on cancel so a successor leads at its next retry, not after the lease", async () => {
-    const clock = new FakeClock(0);
-    const cell = new LeaseCell();
-    const a = candidate(cell, "a", clock);
-    await settle();
-    const b = candidate(cell, "b", clock);
+    const { clock, cell, a, b } = await pair(0);
     await run(clock, 10_000);
     a.cancel();
     await a.done;
