@@ -130,6 +130,15 @@ describe("samples on the local control plane", () => {
     console.log(
       `# converged with ${before} writes for 3 models; idle minute: ${writes} writes, ${all.length} requests in total (${[...new Set(all.map((r) => r.verb))].join(", ") || "none"})`,
     );
+    if (writes > 0) {
+      // Name the writes: events that became a series (a repeated transition) are patched later.
+      const events = await admin.list<
+        KubeObject & { reason: string; note: string; series?: { count: number } }
+      >(builtinKinds.Event, { namespace: ns.name });
+      for (const e of events.items.filter((x) => x.series)) {
+        console.log(`# event series: ${e.reason} x${e.series?.count}: ${e.note}`);
+      }
+    }
     assert.equal(writes, 0);
   });
 
