@@ -1,0 +1,198 @@
+/**
+ * KubeClient against the real API server: verbs, server-side apply, status subresource,
+ * errors with code and reason, paging, watch and its inactivity timeout, request counting.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+import { parse } from "yaml";
+import { type PodSet, PodSetKind } from "../../../examples/podset/podset.ts";
+import {
+  ApiError,
+  builtinKinds,
+  KubeClient,
+  type KubeObject,
+  type RequestRecord,
+  WatchInactivityError,
+} from "../../../src/runtime/index.ts";
+import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+
+const CM = builtinKinds.ConfigMap;
+
+describe("KubeClient (real API server)", () => {
+  const client = KubeClient.fromKubeConfig(kubeConfig());
+  const requests: RequestRecord[] = [];
+  client.onRequest((r) => requests.push(r));
+  let ns: TestNamespace;
+  const cm = (name: string, data: Record<string, string> = {}): KubeObject => ({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name, namespace: ns.name },
+    data,
+  });
+
+  before(async () => {
+    ns = await createNamespace("rt-client");
+  });
+  after(async () => {
+    await ns.delete();
+  });
+
+  it("get/create/replace/patch/delete with ApiError codes and reasons", async () => {
+    assert.equal(
+      await client.get(CM, { namespace: ns.name, name: "missing" }),
+      undefined,
+      "404 -> undefined",
+    );
+    const created = await client.create(CM, cm("a", { k: "1" }));
+    assert.ok(created.metadata.uid);
+    await assert.rejects(
+      client.create(CM, cm("a")),
+      (e: unknown) => e instanceof ApiError && e.code === 409 && e.reason === "AlreadyExists",
+    );
+    const replaced = await client.replace(CM, { ...created, data: { k: "2" } });
+    await assert.rejects(
+      client.replace(CM, { ...created, data: { k: "stale" } }),
+      (e: unknown) => e instanceof ApiError && e.code === 409 && e.reason === "Conflict",
+      "a stale resourceVersion conflicts",
+    );
+    const patched = await client.patch(
+      CM,
+      { namespace: ns.name, name: "a" },
+      [{ op: "add", path: "/data/j", value: "3" }],
+      "json",
+    );
+    assert.deepEqual(patched["data"], { k: "2", j: "3" });
+    assert.ok(Number(patched.metadata.resourceVersion) > Number(replaced.metadata.resourceVersion));
+    await assert.rejects(
+      client.delete(CM, { namespace: ns.name, name: "a" }, { preconditions: { uid: "not-the-uid" } }),
+      (e: unknown) => e instanceof ApiError && e.code === 409,
+    );
+    assert.equal(
+      await client.delete(
+        CM,
+        { namespace: ns.name, name: "a" },
+        { preconditions: { uid: created.metadata.uid! } },
+      ),
+      true,
+    );
+    assert.equal(await client.delete(CM, { namespace: ns.name, name: "a" }), false, "already gone -> false");
+    await assert.rejects(
+      client.create(CM, {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "Bad_Name", namespace: ns.name },
+      }),
+      (e: unknown) => e instanceof ApiError && e.code === 422 && e.reason === "Invalid",
+    );
+  });
+
+  it("server-side apply records the field manager; applyStatus writes only the status subresource", async () => {
+    const applied = await client.apply(CM, cm("ssa", { x: "1" }), { fieldManager: "rt-test" });
+    const managers = (applied.metadata.managedFields as { manager: string; operation: string }[]).map(
+      (m) => `${m.manager}/${m.operation}`,
+    );
+    assert.ok(managers.includes("rt-test/Apply"), managers.join(","));
+    await assert.rejects(
+      client.apply(CM, cm("ssa", { x: "2" }), { fieldManager: "other" }),
+      (e: unknown) => e instanceof ApiError && e.code === 409,
+      "a second manager conflicts without force",
+    );
+    const forced = await client.apply(CM, cm("ssa", { x: "2" }), { fieldManager: "other", force: true });
+    assert.equal((forced["data"] as Record<string, string>)["x"], "2");
+    assert.throws(() => client.apply(CM, cm("ssa"), { fieldManager: "" }), /needs opts.fieldManager/);
+
+    const crd = parse(
+      readFileSync(new URL("../../../examples/podset/crd.yaml", import.meta.url), "utf8"),
+    ) as KubeObject;
+    await client.apply(builtinKinds.CustomResourceDefinition, crd, { fieldManager: "rt-test", force: true });
+    await waitFor("PodSet served", async () =>
+      client.list(PodSetKind, { limit: 1 }).then(
+        () => true,
+        () => false,
+      ),
+    );
+    const ps = await client.create<PodSet>(PodSetKind, {
+      apiVersion: "examples.mlmodel.dev/v1alpha1",
+      kind: "PodSet",
+      metadata: { name: "p", namespace: ns.name },
+      spec: { replicas: 0, image: "x" },
+    });
+    const withStatus = await client.applyStatus<PodSet>(
+      PodSetKind,
+      {
+        ...ps,
+        metadata: { name: "p", namespace: ns.name },
+        spec: { replicas: 5, image: "ignored" },
+        status: { replicas: 7 },
+      },
+      { fieldManager: "rt-test", force: true },
+    );
+    assert.equal(withStatus.status?.replicas, 7);
+    assert.equal(withStatus.spec.replicas, 0, "spec is not written through the status subresource");
+  });
+
+  it("pages lists with limit/continue and counts requests by verb and code", async () => {
+    for (let i = 0; i < 7; i++) await client.create(CM, cm(`page-${i}`));
+    const names: string[] = [];
+    let cont: string | undefined;
+    let pages = 0;
+    do {
+      const page = await client.list(CM, {
+        namespace: ns.name,
+        limit: 3,
+        labelSelector: "",
+        ...(cont ? { continue: cont } : {}),
+      });
+      pages++;
+      names.push(
+        ...page.items.filter((o) => o.metadata.name!.startsWith("page-")).map((o) => o.metadata.name!),
+      );
+      assert.ok(
+        page.items.every((o) => o.kind === "ConfigMap" && o.apiVersion === "v1"),
+        "list items get apiVersion/kind back",
+      );
+      cont = page.continue;
+    } while (cont);
+    assert.equal(names.length, 7);
+    assert.ok(pages >= 3);
+    assert.ok(requests.some((r) => r.verb === "list" && r.code === 200));
+    assert.ok(requests.some((r) => r.verb === "get" && r.code === 404));
+    assert.ok(requests.some((r) => r.verb === "apply" && r.method === "PATCH" && r.code === 409));
+  });
+
+  it("watches from a resourceVersion and ends a silent watch with WatchInactivityError", async () => {
+    const list = await client.list(CM, { namespace: ns.name });
+    const ac = new AbortController();
+    const seen: string[] = [];
+    const watching = (async () => {
+      for await (const e of client.watch(
+        CM,
+        { namespace: ns.name, resourceVersion: list.resourceVersion },
+        ac.signal,
+      )) {
+        seen.push(`${e.type}:${e.object.metadata.name}`);
+        if (seen.length === 2) ac.abort();
+      }
+    })();
+    await client.create(CM, cm("w"));
+    await client.delete(CM, { namespace: ns.name, name: "w" });
+    await watching.catch(() => {});
+    assert.deepEqual(seen, ["ADDED:w", "DELETED:w"]);
+
+    const quiet = await client.list(CM, { namespace: ns.name, labelSelector: "never=there" });
+    await assert.rejects(
+      (async () => {
+        for await (const _ of client.watch(CM, {
+          namespace: ns.name,
+          labelSelector: "never=there",
+          resourceVersion: quiet.resourceVersion,
+          inactivityTimeoutMs: 1500,
+        })) {
+          // nothing matches
+        }
+      })(),
+      WatchInactivityError,
+    );
+  });
+});
