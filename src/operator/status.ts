@@ -215,7 +215,10 @@ function servingStep(o: Observed, p: Partial): V1Pod[] {
   if (rolledOut && readyCurrent >= desired) {
     set(p, "ServingReady", true, "ReplicasReady", `${readyCurrent} of ${desired} replicas ready`);
   } else {
-    const message = `${readyCurrent} of ${desired} replicas of the current revision ready`;
+    const message =
+      readyCurrent >= desired
+        ? `${readyCurrent} of ${desired} replicas ready; waiting for Deployment ${name} to report its rollout complete`
+        : `${readyCurrent} of ${desired} replicas of the current revision ready`;
     set(p, "ServingReady", false, "ReplicasNotReady", message);
     decide(p, "ReplicasNotReady", message, "Deploying");
   }
