@@ -67,6 +67,12 @@ async function main(): Promise<number> {
     pods: models,
     log,
   });
+  // Ctrl-C still stops the private control plane (and, through process exit, the operator).
+  for (const signal of ["SIGINT", "SIGTERM"] as const)
+    process.once(signal, () => {
+      log(`${signal}: stopping the cluster`);
+      void cluster.stop().finally(() => process.exit(130));
+    });
   try {
     const result = await runOperatorBench(cluster, {
       models,

@@ -91,7 +91,15 @@ export async function startOperatorProcess(opts: {
     ],
     { stdio: ["ignore", log, log] },
   );
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  // The operator must not outlive the benchmark, even one stopped by Ctrl-C.
+  const killOnExit = () => child.kill("SIGTERM");
+  process.once("exit", killOnExit);
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code) => {
+      process.off("exit", killOnExit);
+      resolve(code);
+    }),
+  );
   await waitReady(child, healthPort, opts.logFile);
   return {
     pid: child.pid!,

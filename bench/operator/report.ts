@@ -50,7 +50,10 @@ export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[]
     written.push(join(dir, name));
   };
   const n = r.models;
-  file(`operator-n${n}.json`, `${JSON.stringify(JSON.parse(jsonLine(r)), null, 2)}\n`);
+  const json = `${JSON.stringify(JSON.parse(jsonLine(r)), null, 2)}\n`;
+  // A memory-only run must not replace the converge figures of its N.
+  if (r.converge || r.floor) file(`operator-n${n}.json`, json);
+  else if (r.memory) file("memory.json", json);
   const curves: Series[] = [];
   if (r.converge) curves.push({ name: "operator", points: readyCurve(r.converge.latencies) });
   if (r.floor)
