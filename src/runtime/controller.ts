@@ -76,6 +76,7 @@ export type Outcome =
   | { result: "success" }
   | { result: "requeue_after"; ms: number }
   | { result: "requeue"; reason: "conflict" }
+  | { result: "requeue"; reason: "throttled"; ms: number }
   | { result: "error"; terminal: boolean; error: unknown };
 
 /** What a reconcile's return value or error means for the queue. */
@@ -99,6 +100,9 @@ export function outcomeOf(
   const { error } = settled;
   if (error instanceof TerminalError) return { result: "error", terminal: true, error };
   if (error instanceof ApiError && error.code === 409) return { result: "requeue", reason: "conflict" };
+  if (error instanceof ApiError && error.code === 429 && error.retryAfterSeconds !== undefined) {
+    return { result: "requeue", reason: "throttled", ms: error.retryAfterSeconds * 1000 };
+  }
   return { result: "error", terminal: false, error };
 }
 
@@ -273,6 +277,12 @@ export class Controller {
         log.debug({ requeueAfterMs: outcome.ms }, "reconciled; requeue after delay");
         return;
       case "requeue":
+        if (outcome.reason === "throttled") {
+          // 429 with Retry-After: the server said when; that is not our failure.
+          this.queue.addAfter(key, outcome.ms);
+          log.debug({ retryAfterMs: outcome.ms }, "throttled (429); requeued after Retry-After");
+          return;
+        }
         // 409: someone changed the object since we read it; a fresh read will do. Backoff
         // still applies so a hot conflict does not spin.
         this.queue.addRateLimited(key);

@@ -84,6 +84,14 @@ describe("outcomeOf", () => {
       result: "requeue",
       reason: "conflict",
     });
+    assert.deepEqual(
+      outcomeOf({ ok: false, error: new ApiError(429, "slow down", { retryAfterSeconds: 3 }) }),
+      {
+        result: "requeue",
+        reason: "throttled",
+        ms: 3000,
+      },
+    );
     const t = outcomeOf({ ok: false, error: new TerminalError("bad spec") });
     assert.equal(t.result === "error" && t.terminal, true);
     const e = outcomeOf({ ok: false, error: new Error("x") });
