@@ -2,10 +2,10 @@
  * What the read-only commands (status, describe) share: flags common to them, the kubeconfig
  * and namespace they act on (as kubectl picks them), and -o json|yaml output.
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { kubeClientFor } from "../../operator/kube-client.ts";
 import type { KubeClient, KubeObject } from "../../runtime/index.ts";
+import { loadKubeConfig } from "../commands/kubeconfig-flag.ts";
 import { CliError } from "../errors.ts";
 import { type ColorMode, colorModes, type Style, styleFor } from "./style.ts";
 
@@ -25,22 +25,6 @@ export interface Session {
   namespace: string;
 }
 
-export function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  try {
-    if (path) kc.loadFromFile(path);
-    else kc.loadFromDefault();
-  } catch (err) {
-    throw new CliError(`cannot load kubeconfig ${path ?? "(default)"}: ${(err as Error).message}`);
-  }
-  if (!kc.getCurrentCluster()) {
-    throw new CliError(
-      "no cluster configured: pass --kubeconfig PATH or set KUBECONFIG (e.g. KUBECONFIG=$(mlmodel cluster kubeconfig))",
-    );
-  }
-  return kc;
-}
-
 const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export function checkName(flag: string, value: string, what: string): string {
@@ -54,7 +38,10 @@ export function checkName(flag: string, value: string, what: string): string {
 }
 
 export async function openSession(flags: { kubeconfig?: string; namespace?: string }): Promise<Session> {
-  const kc = loadKubeConfig(flags.kubeconfig);
+  const kc = loadKubeConfig(
+    flags.kubeconfig,
+    "pass --kubeconfig PATH or set KUBECONFIG (e.g. KUBECONFIG=$(mlmodel cluster kubeconfig))",
+  );
   const fromContext = kc.getContextObject(kc.getCurrentContext())?.namespace;
   const namespace = flags.namespace ?? fromContext ?? "default";
   if (!dnsLabel.test(namespace) || namespace.length > 63) {

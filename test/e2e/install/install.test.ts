@@ -21,7 +21,7 @@ import { ApiError, builtinKinds, type KubeClient, type KubeObject } from "../../
 import { type PrivateCluster, startPrivateCluster, waitFor } from "../../harness/cluster.ts";
 import { applyObjects, isReady, leftovers, podsOf, provideVolume, readSample } from "../operator/helpers.ts";
 import {
-  kubectl,
+  kubectlOk,
   type OperatorProcess,
   parseYamlStream,
   repoRoot,
@@ -54,28 +54,19 @@ describe("dist/install.yaml on a fresh local control plane", () => {
   });
 
   it("kubectl apply --server-side -f dist/install.yaml succeeds, then the built-in runtimes", async () => {
-    const applied = await kubectl(cluster.kubeconfigPath, ["apply", "--server-side", "-f", installFile]);
-    assert.equal(applied.status, 0, `kubectl apply failed:\n${applied.stderr}`);
-    const expected = parseYamlStream(readFileSync(installFile, "utf8"));
-    for (const o of expected) {
-      assert.match(applied.stdout, new RegExp(`/${o.metadata.name} serverside-applied`), o.kind);
+    const applied = await kubectlOk(cluster.kubeconfigPath, ["apply", "--server-side", "-f", installFile]);
+    for (const o of parseYamlStream(readFileSync(installFile, "utf8"))) {
+      assert.match(applied, new RegExp(`/${o.metadata.name} serverside-applied`), o.kind);
     }
-    const established = await kubectl(cluster.kubeconfigPath, [
-      "wait",
-      "--for=condition=Established",
-      "crd",
-      "--all",
-    ]);
-    assert.equal(established.status, 0, established.stderr);
-    const runtimes = await kubectl(cluster.kubeconfigPath, [
+    await kubectlOk(cluster.kubeconfigPath, ["wait", "--for=condition=Established", "crd", "--all"]);
+    const runtimes = await kubectlOk(cluster.kubeconfigPath, [
       "apply",
       "--server-side",
       "-k",
       "deploy/kustomize/runtimes",
     ]);
-    assert.equal(runtimes.status, 0, runtimes.stderr);
     assert.match(
-      runtimes.stdout,
+      runtimes,
       /clusterservingruntime.serving.mlmodel.dev\/tensorflow-serving serverside-applied/,
     );
   });
@@ -97,11 +88,10 @@ describe("dist/install.yaml on a fresh local control plane", () => {
   });
 
   it("kubectl kustomize deploy/kustomize/base renders the objects of dist/install.yaml", async () => {
-    const built = await kubectl(cluster.kubeconfigPath, ["kustomize", "deploy/kustomize/base"]);
-    assert.equal(built.status, 0, built.stderr);
+    const built = await kubectlOk(cluster.kubeconfigPath, ["kustomize", "deploy/kustomize/base"]);
     const key = (o: KubeObject) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
     const byKey = (objects: KubeObject[]) => new Map(objects.map((o) => [key(o), o]));
-    const fromKustomize = byKey(parseYamlStream(built.stdout));
+    const fromKustomize = byKey(parseYamlStream(built));
     const fromDist = byKey(parseYamlStream(readFileSync(installFile, "utf8")));
     assert.deepEqual([...fromKustomize.keys()].sort(), [...fromDist.keys()].sort());
     for (const [k, o] of fromDist) assert.deepEqual(fromKustomize.get(k), o, k);
@@ -138,7 +128,8 @@ describe("dist/install.yaml on a fresh local control plane", () => {
       });
       return l?.spec?.holderIdentity ? l : undefined;
     });
-    assert.match(proc.output(), /became leader/);
+    // The Lease is written before the log line: wait for the process to say it leads.
+    await waitFor("the operator to log that it leads", async () => /became leader/.test(proc.output()));
     assert.ok(lease.spec?.holderIdentity);
 
     await provideVolume(admin, ns, "resnet-model");

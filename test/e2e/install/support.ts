@@ -27,6 +27,13 @@ export async function kubectl(kubeconfig: string, args: string[]): Promise<Comma
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/** kubectl that must succeed: its stdout, or an error with its stderr. */
+export async function kubectlOk(kubeconfig: string, args: string[]): Promise<string> {
+  const r = await kubectl(kubeconfig, args);
+  if (r.status !== 0) throw new Error(`kubectl ${args.join(" ")} failed (exit ${r.status}):\n${r.stderr}`);
+  return r.stdout;
+}
+
 export function parseYamlStream(text: string): KubeObject[] {
   return parseAllDocuments(text)
     .map((d) => d.toJS() as KubeObject | null)
