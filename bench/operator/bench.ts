@@ -447,6 +447,7 @@ async function memory(
   let note: string | undefined;
   try {
     points.push(await memoryPoint(operator, 0));
+    opts.log(`memory: ${JSON.stringify(points[0])}`);
     let have = 0;
     for (const target of [...opts.memoryPoints].sort((a, b) => a - b)) {
       const names = modelNames(target).slice(have);
@@ -473,7 +474,10 @@ async function memory(
         break;
       }
       have = target;
-      points.push(await memoryPoint(operator, target));
+      const point = await memoryPoint(operator, target);
+      points.push(point);
+      // Logged as it comes: a run stopped before the end still leaves its points.
+      opts.log(`memory: ${JSON.stringify(point)}`);
     }
   } finally {
     tracker.stop();
