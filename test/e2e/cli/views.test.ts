@@ -117,6 +117,47 @@ describe("mlmodel status and describe on real resources", () => {
     assert.ok(forced.stdout.includes("\x1b[32mReady\x1b[39m"), "--color always colours a pipe");
   });
 
+  it("describe on a terminal is coloured; piped or with --color never it is not", () => {
+    const tty = mlmodelOnTty(["describe", "pull", "-n", ns.name]);
+    assert.equal(tty.status, 0, tty.stdout);
+    assert.ok(tty.stdout.includes("\x1b[31mFailed\x1b[39m"), tty.stdout);
+    assert.ok(tty.stdout.includes("\x1b[1mConditions:\x1b[22m"), "headings in bold");
+    assert.doesNotMatch(
+      mlmodelOnTty(["describe", "pull", "-n", ns.name, "--color", "never"]).stdout,
+      ansiEscape,
+    );
+  });
+
+  it("status --watch on a terminal redraws the table in place on each change", async () => {
+    const command = [process.execPath, main, "status", "-n", ns.name, "--watch"]
+      .map((a) => `'${a}'`)
+      .join(" ");
+    const child = spawn("script", ["-q", "-e", "-c", command, "/dev/null"], {
+      cwd: root,
+      env: { ...process.env, NO_COLOR: "", TERM: "xterm", COLUMNS: "200" },
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const exited = new Promise((resolve) => child.on("exit", resolve));
+    const redraws = () => out.split("\x1b[H\x1b[2J").length - 1;
+    await waitFor("the first drawing", async () => redraws() >= 1 && out.includes("\x1b[32mReady\x1b[39m"));
+    const before = redraws();
+    await admin.patch(
+      mlModelKind,
+      { namespace: ns.name, name: "resnet" },
+      { metadata: { labels: { redraw: "1" } } },
+      "merge",
+    );
+    await waitFor("a redraw after the change", async () => redraws() > before);
+    const last = out.slice(out.lastIndexOf("\x1b[H\x1b[2J"));
+    assert.match(last, /resnet/);
+    assert.match(last, /pull/, "a redraw shows the whole table, not just the changed row");
+    child.kill("SIGTERM");
+    await exited;
+  });
+
   it("status -o json|yaml|name and one NAME", () => {
     const json = JSON.parse(mlmodel(["status", "-n", ns.name, "-o", "json"]).stdout) as {
       kind: string;
