@@ -145,10 +145,16 @@ const endpointSpec = {
 const autoscalingSpec = {
   type: "object",
   description:
-    "Scale between minReplicas and maxReplicas on CPU use (a HorizontalPodAutoscaler). Excludes replicas.",
+    "Scale between minReplicas and maxReplicas on CPU use (a HorizontalPodAutoscaler). Excludes replicas. minReplicas 0 scales the model to zero (no autoscaler: Kubernetes' autoscaler cannot scale up from zero without the alpha HPAScaleToZero gate); the Service and URL are kept.",
   required: ["maxReplicas"],
   properties: {
-    minReplicas: { type: "integer", description: "Fewest replicas.", minimum: 1, maximum: 1000, default: 1 },
+    minReplicas: {
+      type: "integer",
+      description: "Fewest replicas; 0 scales the model to zero.",
+      minimum: 0,
+      maximum: 1000,
+      default: 1,
+    },
     maxReplicas: { type: "integer", description: "Most replicas.", minimum: 1, maximum: 1000 },
     targetCPUUtilizationPercentage: {
       type: "integer",

@@ -36,6 +36,11 @@ export const operatorAccess: Access[] = [
   { kind: builtinKinds.PersistentVolumeClaim, verbs: own, why: "model storage; pvc:// claims are only read" },
   { kind: builtinKinds.HorizontalPodAutoscaler, verbs: own, why: "spec.autoscaling" },
   {
+    kind: builtinKinds.PodDisruptionBudget,
+    verbs: own,
+    why: "keeps all but one serving replica through voluntary disruptions",
+  },
+  {
     kind: builtinKinds.Pod,
     verbs: read,
     why: "truthful status: readiness, crash loops, image pulls, scheduling",

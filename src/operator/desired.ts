@@ -9,6 +9,7 @@ import type {
   V1EnvFromSource,
   V1Job,
   V1PersistentVolumeClaim,
+  V1PodDisruptionBudget,
   V1PodSecurityContext,
   V1PodSpec,
   V1PodTemplateSpec,
@@ -326,7 +327,8 @@ export function desiredAutoscaler(
   owner: OwnerReference,
 ): V2HorizontalPodAutoscaler | undefined {
   const a = plan.spec.autoscaling;
-  if (!a) return undefined;
+  // minReplicas 0 is scaled to zero (plan.replicas 0), which the autoscaler cannot express.
+  if (!a || plan.replicas !== undefined) return undefined;
   return {
     apiVersion: "autoscaling/v2",
     kind: "HorizontalPodAutoscaler",
@@ -345,5 +347,23 @@ export function desiredAutoscaler(
         },
       ],
     },
+  };
+}
+
+/**
+ * With more than one replica promised, voluntary disruptions (node drains) may take down at
+ * most one serving pod at a time; with one or none a budget would only block drains.
+ */
+export function desiredDisruptionBudget(
+  plan: ServingPlan,
+  owner: OwnerReference,
+): V1PodDisruptionBudget | undefined {
+  const promised = plan.replicas ?? plan.spec.autoscaling?.minReplicas ?? defaults.replicas;
+  if (promised <= 1) return undefined;
+  return {
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    metadata: meta(plan, owner, childNames.disruptionBudget(plan.name), "disruption-budget"),
+    spec: { maxUnavailable: 1, selector: { matchLabels: servingSelector(plan.name) } },
   };
 }

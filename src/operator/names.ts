@@ -24,7 +24,7 @@ export const annotations = {
   appliedHash: "serving.mlmodel.dev/applied-hash",
 } as const;
 
-export type Component = "server" | "download" | "storage" | "autoscaler";
+export type Component = "server" | "download" | "storage" | "autoscaler" | "disruption-budget";
 
 export function childLabels(modelName: string, component: Component): Record<string, string> {
   return {
@@ -68,4 +68,5 @@ export const childNames = {
   deployment: (model: string) => model,
   service: (model: string) => model,
   autoscaler: (model: string) => model,
+  disruptionBudget: (model: string) => model,
 };

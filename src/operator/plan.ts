@@ -82,6 +82,15 @@ export function contentHash(spec: MLModelSpec): string {
   return shortHash({ uri: spec.model.uri, version: spec.model.version, sha256: spec.model.sha256 });
 }
 
+/**
+ * Replicas the operator sets on the Deployment; undefined when a HorizontalPodAutoscaler owns
+ * them. Autoscaling with minReplicas 0 means scaled to zero: 0 and no autoscaler.
+ */
+function fixedReplicas(spec: DefaultedMLModelSpec): number | undefined {
+  if (!spec.autoscaling) return spec.replicas ?? defaults.replicas;
+  return spec.autoscaling.minReplicas === 0 ? 0 : undefined;
+}
+
 export function planModel(model: MLModel, runtime: ResolvedRuntime): ServingPlan {
   const name = model.metadata.name!;
   const namespace = model.metadata.namespace!;
@@ -188,7 +197,7 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime): ServingPlan
     credentials: creds
       ? { secretName: creds.name, googleCredentialsKey: creds.googleCredentialsKey }
       : undefined,
-    replicas: spec.autoscaling ? undefined : (spec.replicas ?? defaults.replicas),
+    replicas: fixedReplicas(spec),
     startupTimeoutSeconds:
       spec.startupTimeoutSeconds ?? rt?.startupTimeoutSeconds ?? defaults.startupTimeoutSeconds,
     readinessPath: rt?.readinessPath?.replaceAll("$(MODEL_NAME)", modelName),

@@ -8,6 +8,7 @@ import type {
   V1Job,
   V1PersistentVolumeClaim,
   V1Pod,
+  V1PodDisruptionBudget,
   V1Service,
   V2HorizontalPodAutoscaler,
 } from "@kubernetes/client-node";
@@ -29,6 +30,7 @@ import {
 import {
   desiredAutoscaler,
   desiredDeployment,
+  desiredDisruptionBudget,
   desiredDownloadJob,
   desiredService,
   desiredStorage,
@@ -104,6 +106,7 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .owns(builtinKinds.Job)
     .owns(builtinKinds.PersistentVolumeClaim)
     .owns(builtinKinds.HorizontalPodAutoscaler)
+    .owns(builtinKinds.PodDisruptionBudget)
     .watches(builtinKinds.Pod, (pod) => {
       const model = pod.metadata.labels?.[labels.model];
       return model ? [{ namespace: pod.metadata.namespace, name: model }] : [];
@@ -303,6 +306,7 @@ export async function reconcileMLModel(
   );
   let service = childrenOf<V1Service>(ctx, builtinKinds.Service, model)[0];
   const autoscalers = childrenOf<V2HorizontalPodAutoscaler>(ctx, builtinKinds.HorizontalPodAutoscaler, model);
+  const budgets = childrenOf<V1PodDisruptionBudget>(ctx, builtinKinds.PodDisruptionBudget, model);
   let job: V1Job | undefined;
   let revision: string | undefined;
   let requeue: ReconcileResult | undefined;
@@ -330,12 +334,18 @@ export async function reconcileMLModel(
         deployment ??= wantDeployment;
       const wantService = desiredService(plan, owner);
       if (await applyIfChanged(ctx, builtinKinds.Service, wantService, service)) service ??= wantService;
-      const wantAutoscaler = desiredAutoscaler(plan, owner);
-      if (wantAutoscaler)
-        await applyIfChanged(ctx, builtinKinds.HorizontalPodAutoscaler, wantAutoscaler, autoscalers[0]);
-      for (const stale of autoscalers) {
-        if (!wantAutoscaler) await deleteChild(ctx, builtinKinds.HorizontalPodAutoscaler, stale);
-      }
+      await syncOptionalChild(
+        ctx,
+        builtinKinds.HorizontalPodAutoscaler,
+        desiredAutoscaler(plan, owner),
+        autoscalers,
+      );
+      await syncOptionalChild(
+        ctx,
+        builtinKinds.PodDisruptionBudget,
+        desiredDisruptionBudget(plan, owner),
+        budgets,
+      );
     }
   }
 
@@ -386,6 +396,24 @@ export async function reconcileMLModel(
     if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
   }
   return requeue;
+}
+
+/** A child that exists only for some specs (autoscaler, disruption budget): apply it or remove it. */
+async function syncOptionalChild(
+  ctx: ReconcileContext,
+  kind: ResourceKind,
+  want: { metadata?: { name?: string } } | undefined,
+  existing: readonly { metadata?: { name?: string; namespace?: string } }[],
+): Promise<void> {
+  const name = want?.metadata?.name;
+  if (want)
+    await applyIfChanged(
+      ctx,
+      kind,
+      want,
+      existing.find((e) => e.metadata?.name === name),
+    );
+  for (const stale of existing) if (stale.metadata?.name !== name) await deleteChild(ctx, kind, stale);
 }
 
 async function deleteChild(

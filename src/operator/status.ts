@@ -201,8 +201,11 @@ function servingStep(o: Observed, p: Partial): V1Pod[] {
     return current;
   }
   if (desired === 0) {
-    set(p, "ServingReady", false, "ScaledToZero", "replicas is 0: nothing serves the model");
-    decide(p, "ScaledToZero", "replicas is 0: nothing serves the model", "Pending");
+    // Deliberate, not a fault: the Service (and status.url) stay, so scaling up needs no new URL.
+    const message =
+      "scaled to zero (spec.replicas or spec.autoscaling.minReplicas is 0): no replica serves; the Service and URL are kept; scale up with kubectl scale mlmodel NAME --replicas=N";
+    set(p, "ServingReady", false, "ScaledToZero", message);
+    decide(p, "ScaledToZero", message, "Pending");
     return current;
   }
   // Rollout complete, as `kubectl rollout status` judges it, and confirmed by the pods.
