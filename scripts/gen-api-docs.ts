@@ -74,7 +74,10 @@ function constraints(node: SchemaNode): string[] {
 
 /** A rule's message; for a message expression, its fixed text (before the offending value). */
 function ruleText(r: Rule): string {
-  const literal = r.messageExpression ? /^'([^']*)'/.exec(r.messageExpression)?.[1] : undefined;
+  // The leading CEL string literal, with its backslash escapes undone.
+  const literal = r.messageExpression
+    ? /^'((?:[^'\\]|\\.)*)'/.exec(r.messageExpression)?.[1]?.replace(/\\(.)/g, "$1")
+    : undefined;
   const said = r.message ?? literal?.replace(/[;,]?\s*got\s*"?$/, "").trim();
   return said ? `${said} (\`${r.rule}\`)` : `rule \`${r.rule}\``;
 }

@@ -1,5 +1,4 @@
 /** `mlmodel describe NAME`: one MLModel in full: status, conditions, revisions, children, events. */
-import { parseArgs } from "node:util";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { labels } from "../../operator/names.ts";
@@ -13,6 +12,7 @@ import {
   forDisplay,
   openSession,
   outputFormat,
+  parseCommandLine,
   serialize,
   styleFromFlag,
 } from "../views/session.ts";
@@ -70,13 +70,11 @@ async function readEvents(
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed: ReturnType<typeof parseFlags>;
-  try {
-    parsed = parseFlags(argv);
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
-  }
-  const { values: flags, positionals } = parsed;
+  const { values: flags, positionals } = parseCommandLine(
+    argv,
+    { ...commonFlags, output: { type: "string", short: "o" } },
+    help,
+  );
   if (flags.help) {
     console.log(help);
     return 0;
@@ -106,12 +104,4 @@ export async function run(argv: string[]): Promise<number> {
   } catch (err) {
     throw explainApiError(err);
   }
-}
-
-function parseFlags(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { ...commonFlags, output: { type: "string", short: "o" } },
-  });
 }

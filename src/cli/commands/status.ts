@@ -1,5 +1,4 @@
 /** `mlmodel status [NAME]`: what every model is doing, as a table; `--watch` keeps it current. */
-import { parseArgs } from "node:util";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { ApiError, clientSource, type KubeClient, shutdownSignal, watcher } from "../../runtime/index.ts";
@@ -12,6 +11,7 @@ import {
   type OutputFormat,
   openSession,
   outputFormat,
+  parseCommandLine,
   serialize,
   styleFromFlag,
 } from "../views/session.ts";
@@ -43,23 +43,6 @@ Examples:
   kubectl mlmodel status -A              # the same, as a kubectl plugin`;
 
 const outputs: readonly OutputFormat[] = ["table", "json", "yaml", "name"];
-
-function parse(argv: string[]) {
-  try {
-    return parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        ...commonFlags,
-        "all-namespaces": { type: "boolean", short: "A" },
-        watch: { type: "boolean", short: "w" },
-        output: { type: "string", short: "o" },
-      },
-    });
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
-  }
-}
 
 interface Query {
   client: KubeClient;
@@ -166,7 +149,16 @@ async function watch(q: Query, format: OutputFormat, style: Style, allNamespaces
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values: flags, positionals } = parse(argv);
+  const { values: flags, positionals } = parseCommandLine(
+    argv,
+    {
+      ...commonFlags,
+      "all-namespaces": { type: "boolean", short: "A" },
+      watch: { type: "boolean", short: "w" },
+      output: { type: "string", short: "o" },
+    },
+    help,
+  );
   if (flags.help) {
     console.log(help);
     return 0;

@@ -2,6 +2,7 @@
  * What the read-only commands (status, describe) share: flags common to them, the kubeconfig
  * and namespace they act on (as kubectl picks them), and -o json|yaml output.
  */
+import { type ParseArgsConfig, parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { kubeClientFor } from "../../operator/kube-client.ts";
 import type { KubeClient, KubeObject } from "../../runtime/index.ts";
@@ -19,6 +20,19 @@ export const commonFlags = {
   color: { type: "string", default: "auto" },
   help: { type: "boolean", short: "h" },
 } as const;
+
+/** Flags and positionals, or a usage error (exit 2) that shows the command's help. */
+export function parseCommandLine<O extends NonNullable<ParseArgsConfig["options"]>>(
+  argv: string[],
+  options: O,
+  help: string,
+) {
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
+  }
+}
 
 export interface Session {
   client: KubeClient;
