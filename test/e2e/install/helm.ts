@@ -24,7 +24,13 @@ export function ensureHelm(): string {
   mkdirSync(staging, { recursive: true });
   const r = spawnSync(
     "go",
-    ["install", "-trimpath", "-ldflags", "-s -w", `helm.sh/helm/v3/cmd/helm@${helmVersion}`],
+    [
+      "install",
+      "-trimpath",
+      "-ldflags",
+      `-s -w -X helm.sh/helm/v3/internal/version.version=${helmVersion}`,
+      `helm.sh/helm/v3/cmd/helm@${helmVersion}`,
+    ],
     {
       encoding: "utf8",
       env: {
