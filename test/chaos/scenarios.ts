@@ -1,0 +1,654 @@
+/**
+ * The reliability scenarios, each on a PRIVATE control plane of its own (faults never reach
+ * the tests running beside them). Each returns figures; the short test (chaos.short.test.ts)
+ * and `npm run test:chaos` (scripts/chaos.ts) run them at two sizes and assert on the figures.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { mlModelKind } from "../../src/api/kinds.ts";
+import type { MLModel } from "../../src/api/mlmodel.ts";
+import { defaultOperatorNamespace } from "../../src/operator/manifests.ts";
+import { leaseName } from "../../src/operator/run.ts";
+import {
+  builtinKinds,
+  type KubeClient,
+  type KubeObject,
+  type ResourceKind,
+} from "../../src/runtime/index.ts";
+import { type PrivateCluster, startPrivateCluster } from "../harness/cluster.ts";
+import {
+  Churn,
+  type ConvergenceReport,
+  checkConvergence,
+  type ModelWish,
+  prepareCluster,
+  seededRandom,
+  sleep,
+  waitConverged,
+} from "./churn.ts";
+import {
+  metricSum,
+  OperatorProcess,
+  type OperatorProcessOptions,
+  operatorKubeconfig,
+  operatorUser,
+  waitReady,
+} from "./operator-process.ts";
+
+export const chaosNamespace = "chaos";
+export type Log = (line: string) => void;
+
+/** A private cluster prepared for the operator, with helpers to start operator processes. */
+export interface Stage {
+  cluster: PrivateCluster;
+  admin: KubeClient;
+  logFile: string;
+  start(extra?: Partial<OperatorProcessOptions>): Promise<OperatorProcess>;
+  stop(): Promise<void>;
+}
+
+export async function stage(name: string, podCapacity?: number): Promise<Stage> {
+  const cluster = await startPrivateCluster(name);
+  const running: OperatorProcess[] = [];
+  try {
+    const admin = await prepareCluster(cluster, chaosNamespace, podCapacity);
+    const logFile = join(cluster.dir, "operator.log");
+    let tokens = 0;
+    return {
+      cluster,
+      admin,
+      logFile,
+      async start(extra = {}) {
+        const kubeconfig = await operatorKubeconfig(
+          cluster.kubeConfig(),
+          join(cluster.dir, `operator-${tokens++}.kubeconfig`),
+        );
+        const op = await OperatorProcess.start({ kubeconfig, namespace: chaosNamespace, logFile, ...extra });
+        running.push(op);
+        return op;
+      },
+      async stop() {
+        for (const op of running) await op.kill("SIGKILL");
+        await cluster.stop();
+      },
+    };
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+}
+
+/** Runs `op` with `parallel` workers until `count` calls are done or `until()` says stop. */
+async function drive(parallel: number, count: number, op: () => Promise<void>, until?: () => boolean) {
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (done < count || (until && !until())) {
+        done++;
+        await op();
+      }
+    }),
+  );
+}
+
+/** JSON log lines of the operator at level error or above, and crash traces. */
+export function operatorErrors(logFile: string): string[] {
+  let text = "";
+  try {
+    text = readFileSync(logFile, "utf8");
+  } catch {
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter((l) => /"level":(50|60)|Uncaught|FATAL|TypeError|ReferenceError/.test(l))
+    .slice(0, 20);
+}
+
+// ---------------------------------------------------------------- (1) SIGKILL during churn
+
+export interface KillResult {
+  models: number;
+  kills: number;
+  /** Restarts that came back (synced caches, /readyz 200) after the kill. */
+  killsSurvived: number;
+  /** Processes that exited on their own (not by our signal). */
+  crashes: number;
+  churn: Churn["stats"];
+  report: ConvergenceReport;
+  convergeMs: number;
+}
+
+export async function killScenario(opts: {
+  models: number;
+  kills: number;
+  seed: number;
+  log: Log;
+}): Promise<KillResult> {
+  const s = await stage("chaos-kill", opts.models * 2 + 100);
+  try {
+    let op = await s.start();
+    await waitReady(op);
+    const churn = new Churn(s.admin, chaosNamespace, opts.seed);
+    const random = seededRandom(opts.seed + 1);
+    let crashes = 0;
+    let killsSurvived = 0;
+    // The killer: SIGKILL at random moments (0.5 to 6 s apart: mid-list, mid-reconcile, right
+    // after start), restarting at once each time, until the planned kills are done.
+    const killer = (async () => {
+      for (let k = 0; k < opts.kills; k++) {
+        await sleep(500 + random() * 5500);
+        if (!op.alive) crashes++;
+        await op.kill("SIGKILL");
+        op = await s.start();
+        opts.log(`kill ${k + 1}/${opts.kills}: restarted as pid ${op.pid}`);
+      }
+    })();
+    const creator = drive(8, opts.models, () => churn.create().then(() => {}));
+    await creator;
+    opts.log(`created ${opts.models} models`);
+    // Updates (and some deletes) go on until every kill has happened.
+    let killerDone = false;
+    void killer.then(() => {
+      killerDone = true;
+    });
+    await drive(
+      4,
+      opts.models,
+      () => churn.step({ create: 0.05, update: 0.9 }),
+      () => killerDone,
+    );
+    await killer;
+    await churn.settle();
+    await waitReady(op);
+    killsSurvived = opts.kills - crashes;
+    const { report, waitedMs } = await waitConverged(s.admin, chaosNamespace, churn.wishes, 600_000);
+    if (!op.alive) crashes++;
+    opts.log(
+      `converged=${waitedMs}ms ${JSON.stringify({ ...report, problems: report.problems.slice(0, 5) })}`,
+    );
+    return {
+      models: churn.stats.creates,
+      kills: opts.kills,
+      killsSurvived,
+      crashes,
+      churn: churn.stats,
+      report,
+      convergeMs: waitedMs,
+    } satisfies KillResult;
+  } finally {
+    await s.stop();
+  }
+}
+
+// ------------------------------------------------- (2) API server restart + etcd compaction
+
+export interface OutageResult {
+  operatorExited: boolean;
+  /** /readyz and /healthz answers seen during the outages (HTTP code -> count). */
+  readyz: Record<string, number>;
+  healthz: Record<string, number>;
+  /** Watch errors the operator logged, and how many of them were 410 Gone (-> relist). */
+  watchErrors: number;
+  gone410: number;
+  churn: Churn["stats"];
+  report: ConvergenceReport;
+}
+
+export async function outageScenario(opts: {
+  models: number;
+  seed: number;
+  log: Log;
+}): Promise<OutageResult> {
+  const s = await stage("chaos-outage");
+  try {
+    const op = await s.start();
+    await waitReady(op);
+    const churn = new Churn(s.admin, chaosNamespace, opts.seed);
+    await drive(8, opts.models, () => churn.create().then(() => {}));
+    await waitConverged(s.admin, chaosNamespace, churn.wishes);
+    const readyz: Record<string, number> = {};
+    const healthz: Record<string, number> = {};
+    let probing = true;
+    let outage = false;
+    const prober = (async () => {
+      while (probing) {
+        const [r, h] = await Promise.all([op.probe("/readyz"), op.probe("/healthz")]);
+        if (outage) {
+          readyz[r] = (readyz[r] ?? 0) + 1;
+          healthz[h] = (healthz[h] ?? 0) + 1;
+        }
+        await sleep(250);
+      }
+    })();
+    let churning = true;
+    const driver = drive(
+      2,
+      0,
+      () => churn.step({ create: 0.1, update: 0.8 }).then(() => sleep(50)),
+      () => !churning,
+    );
+    await sleep(3000);
+    outage = true;
+    opts.log("restarting the API server (3 s down)");
+    await s.cluster.restartApiServer(3000);
+    await sleep(3000);
+    // Compaction, then a restart that empties the API server's watch cache: every watch that
+    // resumes from a resourceVersion before the compaction gets 410 Gone and must relist.
+    const rev = await s.cluster.compactEtcd();
+    opts.log(`compacted etcd at revision ${rev}; restarting the API server again`);
+    await s.cluster.restartApiServer(1000);
+    await sleep(5000);
+    outage = false;
+    churning = false;
+    await driver;
+    probing = false;
+    await prober;
+    await churn.settle();
+    const { report } = await waitConverged(s.admin, chaosNamespace, churn.wishes);
+    const logText = readFileSync(s.logFile, "utf8");
+    const watchErrors = logText.split("\n").filter((l) => l.includes("watch error"));
+    return {
+      operatorExited: !op.alive,
+      readyz,
+      healthz,
+      watchErrors: watchErrors.length,
+      gone410: watchErrors.filter((l) => /"code":410|Gone|Expired|too old/.test(l)).length,
+      churn: churn.stats,
+      report,
+    };
+  } finally {
+    await s.stop();
+  }
+}
+
+// -------------------------------------------------------------------- (3) leader election
+
+interface AuditEvent {
+  verb: string;
+  user: { username: string; extra?: Record<string, string[]> };
+  objectRef?: { resource?: string; name?: string };
+  stageTimestamp: string;
+  responseStatus?: { code?: number };
+}
+
+export function readAudit(path: string): AuditEvent[] {
+  const out: AuditEvent[] = [];
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (line) out.push(JSON.parse(line) as AuditEvent);
+  }
+  return out;
+}
+
+/** The token (credential id) a request used: tells apart processes of one ServiceAccount. */
+export function credentialOf(e: AuditEvent): string {
+  return e.user.extra?.["authentication.kubernetes.io/credential-id"]?.[0] ?? "?";
+}
+
+export interface LeaderResult {
+  replicas: number;
+  kills: number;
+  /** Kill of the leader -> a new holder on the Lease, in ms. */
+  handoverMs: number[];
+  leaseDurationMs: number;
+  /** Operator writes other than the Lease, from the audit log. */
+  writes: number;
+  /** Writers (tokens) that wrote at all, and contiguous runs of one writer over time. */
+  writers: number;
+  runs: number;
+  /** Writes by a process inside another process's span of writes (0 = one leader at a time). */
+  splitBrainWrites: number;
+  report: ConvergenceReport;
+}
+
+type LeaseObj = KubeObject & { spec?: { holderIdentity?: string | null } };
+
+export async function leaderScenario(opts: {
+  replicas: number;
+  kills: number;
+  models: number;
+  seed: number;
+  log: Log;
+}): Promise<LeaderResult> {
+  const s = await stage("chaos-leader");
+  try {
+    const names = Array.from({ length: opts.replicas }, (_, i) => `replica-${String.fromCharCode(97 + i)}`);
+    const procs = new Map<string, OperatorProcess>();
+    for (const name of names) procs.set(name, await s.start({ name, leaderElect: true }));
+    const holder = async () =>
+      (
+        await s.admin
+          .get<LeaseObj>(builtinKinds.Lease, { namespace: defaultOperatorNamespace, name: leaseName })
+          .catch(() => undefined)
+      )?.spec?.holderIdentity ?? "";
+    const churn = new Churn(s.admin, chaosNamespace, opts.seed);
+    await drive(4, opts.models, () => churn.create().then(() => {}));
+    let churning = true;
+    const driver = drive(
+      1,
+      0,
+      () => churn.step({ create: 0.05, update: 0.9 }).then(() => sleep(200)),
+      () => !churning,
+    );
+    const handoverMs: number[] = [];
+    for (let k = 0; k < opts.kills; k++) {
+      let leader = "";
+      const deadline = Date.now() + 180_000;
+      while (!leader) {
+        if (Date.now() > deadline)
+          throw new Error("no replica took the Lease in 180 s (caches not syncing?)");
+        leader = await holder();
+        await sleep(100);
+      }
+      // Let the leader work a while before killing it.
+      await sleep(2000);
+      const name = leader.split("_")[0]!;
+      const victim = procs.get(name);
+      if (!victim) throw new Error(`lease holder ${leader} is none of ${names.join(", ")}`);
+      const t0 = Date.now();
+      await victim.kill("SIGKILL");
+      procs.set(name, await s.start({ name, leaderElect: true }));
+      let next = leader;
+      while (next === leader || next === "") {
+        if (Date.now() - t0 > 180_000) throw new Error(`no new leader 180 s after killing ${leader}`);
+        await sleep(100);
+        next = await holder();
+      }
+      handoverMs.push(Date.now() - t0);
+      opts.log(`kill ${k + 1}: ${leader} -> ${next} in ${handoverMs.at(-1)} ms`);
+    }
+    churning = false;
+    await driver;
+    await churn.settle();
+    const { report } = await waitConverged(s.admin, chaosNamespace, churn.wishes);
+    const writes = readAudit(s.cluster.auditLog)
+      .filter((e) => e.user.username === operatorUser && e.objectRef?.resource !== "leases")
+      .filter((e) => (e.responseStatus?.code ?? 0) < 400)
+      .sort((a, b) => a.stageTimestamp.localeCompare(b.stageTimestamp));
+    return {
+      replicas: opts.replicas,
+      kills: opts.kills,
+      handoverMs,
+      leaseDurationMs: 15_000,
+      ...writeRuns(writes),
+      report,
+    };
+  } finally {
+    await s.stop();
+  }
+}
+
+/** Runs of one writer in time order; a writer that comes back after another wrote is split brain. */
+export function writeRuns(writes: AuditEvent[]) {
+  const span = new Map<string, { first: string; last: string }>();
+  let runs = 0;
+  let prev = "";
+  for (const w of writes) {
+    const c = credentialOf(w);
+    if (c !== prev) runs++;
+    prev = c;
+    const s = span.get(c);
+    if (s) s.last = w.stageTimestamp;
+    else span.set(c, { first: w.stageTimestamp, last: w.stageTimestamp });
+  }
+  let splitBrainWrites = 0;
+  for (const w of writes) {
+    const c = credentialOf(w);
+    for (const [other, s] of span) {
+      if (other !== c && w.stageTimestamp > s.first && w.stageTimestamp < s.last) splitBrainWrites++;
+    }
+  }
+  return { writes: writes.length, writers: span.size, runs, splitBrainWrites };
+}
+
+// -------------------------------------------------------- (4) conflicts and throttling (APF)
+
+const flowSchemaKind: ResourceKind = {
+  group: "flowcontrol.apiserver.k8s.io",
+  version: "v1",
+  kind: "FlowSchema",
+  plural: "flowschemas",
+  namespaced: false,
+};
+const priorityLevelKind: ResourceKind = {
+  ...flowSchemaKind,
+  kind: "PriorityLevelConfiguration",
+  plural: "prioritylevelconfigurations",
+};
+
+/** API Priority and Fairness that gives the operator's ServiceAccount one seat and no queue. */
+export async function throttleOperator(admin: KubeClient): Promise<void> {
+  const opts = { fieldManager: "chaos-driver", force: true };
+  await admin.apply(
+    priorityLevelKind,
+    {
+      apiVersion: "flowcontrol.apiserver.k8s.io/v1",
+      kind: "PriorityLevelConfiguration",
+      metadata: { name: "chaos-operator-tiny" },
+      spec: {
+        type: "Limited",
+        limited: {
+          nominalConcurrencyShares: 1,
+          lendablePercent: 0,
+          limitResponse: { type: "Reject" },
+        },
+      },
+    },
+    opts,
+  );
+  await admin.apply(
+    flowSchemaKind,
+    {
+      apiVersion: "flowcontrol.apiserver.k8s.io/v1",
+      kind: "FlowSchema",
+      metadata: { name: "chaos-operator-tiny" },
+      spec: {
+        priorityLevelConfiguration: { name: "chaos-operator-tiny" },
+        matchingPrecedence: 100,
+        distinguisherMethod: { type: "ByUser" },
+        rules: [
+          {
+            subjects: [
+              {
+                kind: "ServiceAccount",
+                serviceAccount: { name: "mlmodel-operator", namespace: defaultOperatorNamespace },
+              },
+            ],
+            resourceRules: [
+              { verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true },
+            ],
+            nonResourceRules: [{ verbs: ["*"], nonResourceURLs: ["*"] }],
+          },
+        ],
+      },
+    },
+    opts,
+  );
+}
+
+export interface ThrottleResult {
+  models: number;
+  writerUpdates: number;
+  /** 409 Conflicts the concurrent writers got (and retried). */
+  conflicts: number;
+  /** 429s the operator got from the API server, and all its requests. */
+  throttled: number;
+  requests: number;
+  reconciles: number;
+  /** In a quiet window after convergence: operator writes (audit log) and reconciles. */
+  idleWrites: number;
+  idleReconciles: number;
+  idleWindowMs: number;
+  report: ConvergenceReport;
+}
+
+export async function throttleScenario(opts: {
+  models: number;
+  writers: number;
+  updatesPerWriter: number;
+  seed: number;
+  log: Log;
+}): Promise<ThrottleResult> {
+  const s = await stage("chaos-throttle");
+  try {
+    await throttleOperator(s.admin);
+    const op = await s.start({ concurrency: 8 });
+    await waitReady(op, 300_000);
+    const churn = new Churn(s.admin, chaosNamespace, opts.seed);
+    for (let i = 0; i < opts.models; i++) await churn.create();
+    const names = [...churn.wishes.keys()];
+    let conflicts = 0;
+    let writerUpdates = 0;
+    // Writers race read-modify-write (PUT with the resourceVersion read) on a few models.
+    await Promise.all(
+      Array.from({ length: opts.writers }, async (_, w) => {
+        const random = seededRandom(opts.seed * 31 + w);
+        for (let i = 0; i < opts.updatesPerWriter; i++) {
+          const name = names[Math.floor(random() * Math.min(names.length, 5))]!;
+          for (;;) {
+            const m = (await s.admin.get<MLModel>(mlModelKind, { namespace: chaosNamespace, name }))!;
+            const spec = m.spec as unknown as { replicas: number; image: string };
+            spec.replicas = 1 + Math.floor(random() * 2);
+            spec.image = spec.image.replace(/v(\d+)$/, (_x, n) => `v${Number(n) + 1}`);
+            try {
+              await s.admin.replace(mlModelKind, m as unknown as KubeObject, { fieldManager: `writer-${w}` });
+              writerUpdates++;
+              break;
+            } catch (err) {
+              if ((err as { code?: number }).code !== 409) throw err;
+              conflicts++;
+            }
+          }
+        }
+      }),
+    );
+    // The truth is what the API holds after the race.
+    for (const name of names) churn.wishes.set(name, await wishFromCluster(s.admin, name));
+    const { report } = await waitConverged(s.admin, chaosNamespace, churn.wishes, 600_000);
+    const before = await op.metrics();
+    const auditBefore = operatorWrites(s.cluster.auditLog);
+    const idleWindowMs = 20_000;
+    await sleep(idleWindowMs);
+    const after = await op.metrics();
+    return {
+      models: opts.models,
+      writerUpdates,
+      conflicts,
+      throttled: metricSum(after, "rest_client_requests_total", 'code="429"'),
+      requests: metricSum(after, "rest_client_requests_total"),
+      reconciles: metricSum(after, "controller_runtime_reconcile_total"),
+      idleWrites: operatorWrites(s.cluster.auditLog) - auditBefore,
+      idleReconciles:
+        metricSum(after, "controller_runtime_reconcile_total") -
+        metricSum(before, "controller_runtime_reconcile_total"),
+      idleWindowMs,
+      report,
+    };
+  } finally {
+    await s.stop();
+  }
+}
+
+export async function wishFromCluster(admin: KubeClient, name: string): Promise<ModelWish> {
+  const m = (await admin.get<MLModel>(mlModelKind, { namespace: chaosNamespace, name }))!;
+  const spec = m.spec as unknown as { replicas: number; image: string };
+  return { replicas: spec.replicas, version: Number(/v(\d+)$/.exec(spec.image)?.[1]) };
+}
+
+export function operatorWrites(auditLog: string): number {
+  return readAudit(auditLog).filter(
+    (e) =>
+      e.user.username === operatorUser &&
+      e.objectRef?.resource !== "leases" &&
+      e.objectRef?.resource !== "events",
+  ).length;
+}
+
+// ------------------------------------------------------------------------------ (6) soak
+
+export interface SoakResult {
+  durationMs: number;
+  samples: { atMs: number; heapUsed: number; rss: number }[];
+  /** Least-squares slope of heap used after the first tenth (warm-up), bytes per minute. */
+  heapSlopePerMin: number;
+  rssSlopePerMin: number;
+  churn: Churn["stats"];
+  operatorExited: boolean;
+  report: ConvergenceReport;
+}
+
+export function slopePerMin(points: { atMs: number; value: number }[]): number {
+  const n = points.length;
+  if (n < 2) return 0;
+  const mx = points.reduce((a, p) => a + p.atMs, 0) / n;
+  const my = points.reduce((a, p) => a + p.value, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const p of points) {
+    num += (p.atMs - mx) * (p.value - my);
+    den += (p.atMs - mx) ** 2;
+  }
+  return den === 0 ? 0 : (num / den) * 60_000;
+}
+
+export async function soakScenario(opts: {
+  durationMs: number;
+  models: number;
+  sampleEveryMs: number;
+  seed: number;
+  log: Log;
+}): Promise<SoakResult> {
+  const s = await stage("chaos-soak");
+  try {
+    const op = await s.start();
+    await waitReady(op);
+    const churn = new Churn(s.admin, chaosNamespace, opts.seed);
+    await drive(4, opts.models, () => churn.create().then(() => {}));
+    const start = Date.now();
+    const samples: SoakResult["samples"] = [];
+    let churning = true;
+    // Steady churn: about 4 changes a second, the population held near `models`.
+    const driver = drive(
+      1,
+      0,
+      () =>
+        churn
+          .step({ create: churn.wishes.size < opts.models ? 0.3 : 0.05, update: 0.85 })
+          .then(() => sleep(250)),
+      () => !churning,
+    );
+    while (Date.now() - start < opts.durationMs && op.alive) {
+      await sleep(opts.sampleEveryMs);
+      const m = await op.metrics().catch(() => new Map<string, number>());
+      const sample = {
+        atMs: Date.now() - start,
+        heapUsed: metricSum(m, "nodejs_heap_size_used_bytes"),
+        rss: op.rssBytes() ?? 0,
+      };
+      samples.push(sample);
+      opts.log(
+        `soak t=${Math.round(sample.atMs / 1000)}s heapUsed=${mib(sample.heapUsed)} rss=${mib(sample.rss)} models=${churn.wishes.size}`,
+      );
+    }
+    churning = false;
+    await driver;
+    await churn.settle();
+    const { report } = await waitConverged(s.admin, chaosNamespace, churn.wishes);
+    const steady = samples.slice(Math.floor(samples.length / 10));
+    return {
+      durationMs: Date.now() - start,
+      samples,
+      heapSlopePerMin: slopePerMin(steady.map((x) => ({ atMs: x.atMs, value: x.heapUsed }))),
+      rssSlopePerMin: slopePerMin(steady.map((x) => ({ atMs: x.atMs, value: x.rss }))),
+      churn: churn.stats,
+      operatorExited: !op.alive,
+      report,
+    };
+  } finally {
+    await s.stop();
+  }
+}
+
+export const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)}MiB`;
+
+export { checkConvergence };
