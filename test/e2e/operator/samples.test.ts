@@ -5,7 +5,6 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { mlModelKind } from "../../../src/api/kinds.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import {
