@@ -234,6 +234,20 @@ const rolloutSpec = {
       "x-kubernetes-int-or-string": true,
       default: 1,
     },
+    autoRollback: {
+      type: "boolean",
+      description:
+        "When a new revision fails (its download fails, its pods crash-loop or cannot pull their image, or the rollout passes progressDeadlineSeconds), keep or return to serving the last ready revision. The spec is left as written (status.revision.failed and the RolledBack condition show the drift); changing the spec rolls forward again.",
+      default: true,
+    },
+    revisionHistoryLimit: {
+      type: "integer",
+      description:
+        "Revisions kept (ControllerRevisions, for mlmodel history and rollback) and downloaded model versions kept in storage; the served and last ready ones are always kept.",
+      minimum: 1,
+      maximum: 100,
+      default: 10,
+    },
     progressDeadlineSeconds: {
       type: "integer",
       description:
@@ -413,7 +427,28 @@ const revisionStatus = {
     "Revisions of what is served. A revision is a hash of everything that changes the serving pods; a new one rolls out without downtime.",
   properties: {
     current: { type: "string", description: "Revision the operator is rolling out or serving." },
+    currentNumber: {
+      type: "integer",
+      description: "Number of the current revision (its ControllerRevision's revision; see mlmodel history).",
+    },
     lastReady: { type: "string", description: "Last revision that was fully ready." },
+    lastReadyNumber: { type: "integer", description: "Number of the last ready revision." },
+    rollingOut: {
+      type: "string",
+      description: "The revision being rolled out (not yet ready); absent when the current revision serves.",
+    },
+    failed: {
+      type: "object",
+      description:
+        "The revision of the spec as written, when it failed and the operator rolled back to the last ready one (spec.rollout.autoRollback). Cleared when the spec changes.",
+      properties: {
+        revision: { type: "string", description: "Hash of the failed revision." },
+        number: { type: "integer", description: "Number of the failed revision (mlmodel history)." },
+        reason: { type: "string", description: "Why it failed, e.g. DownloadFailed, CrashLoopBackOff." },
+        message: { type: "string", description: "What failed, as the status said then." },
+        at: { type: "string", format: "date-time", description: "When the operator rolled back." },
+      },
+    },
     history: {
       type: "array",
       description: "Recent revisions, newest first (at most 10).",

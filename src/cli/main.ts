@@ -13,8 +13,10 @@ const commands: Record<string, () => Promise<CommandModule>> = {
   completion: () => import("./commands/completion.ts"),
   describe: () => import("./commands/describe.ts"),
   download: () => import("./commands/download.ts"),
+  history: () => import("./commands/history.ts"),
   install: () => import("./commands/install.ts"),
   operator: () => import("./commands/operator.ts"),
+  rollback: () => import("./commands/rollback.ts"),
   status: () => import("./commands/status.ts"),
   start: () => import("./commands/start.ts"),
 };

@@ -35,6 +35,7 @@ export const operatorAccess: Access[] = [
   { kind: builtinKinds.Job, verbs: own, why: "model download" },
   { kind: builtinKinds.PersistentVolumeClaim, verbs: own, why: "model storage; pvc:// claims are only read" },
   { kind: builtinKinds.HorizontalPodAutoscaler, verbs: own, why: "spec.autoscaling" },
+  { kind: builtinKinds.ControllerRevision, verbs: own, why: "revision history (mlmodel history, rollback)" },
   {
     kind: builtinKinds.PodDisruptionBudget,
     verbs: own,

@@ -24,7 +24,7 @@ export const annotations = {
   appliedHash: "serving.mlmodel.dev/applied-hash",
 } as const;
 
-export type Component = "server" | "download" | "storage" | "autoscaler" | "disruption-budget";
+export type Component = "server" | "download" | "storage" | "autoscaler" | "disruption-budget" | "revision";
 
 export function childLabels(modelName: string, component: Component): Record<string, string> {
   return {

@@ -4,6 +4,7 @@
  * current state and writes only what differs.
  */
 import type {
+  V1ControllerRevision,
   V1Deployment,
   V1Job,
   V1PersistentVolumeClaim,
@@ -39,6 +40,13 @@ import {
 import { needsApply, withAppliedHash } from "./drift.ts";
 import { canonicalJson, childNames, fieldManager, labels, shortHash } from "./names.ts";
 import { type OperatorConfig, PlanError, planModel, type ServingPlan } from "./plan.ts";
+import {
+  defaultRevisionHistoryLimit,
+  desiredRevision,
+  revisionsToPrune,
+  withRevisionNumbers,
+} from "./revisions.ts";
+import { activeRollback, failureToRecord, justRolledBack, withRollback } from "./rollback.ts";
 import { resolveRuntime } from "./runtime-selection.ts";
 import { computeStatus, type MissingDependency, type Observed, transitionEvent } from "./status.ts";
 
@@ -107,6 +115,7 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .owns(builtinKinds.PersistentVolumeClaim)
     .owns(builtinKinds.HorizontalPodAutoscaler)
     .owns(builtinKinds.PodDisruptionBudget)
+    .owns(builtinKinds.ControllerRevision)
     .watches(builtinKinds.Pod, (pod) => {
       const model = pod.metadata.labels?.[labels.model];
       return model ? [{ namespace: pod.metadata.namespace, name: model }] : [];
@@ -280,22 +289,16 @@ export async function reconcileMLModel(
   const ns = model.metadata.namespace!;
   const now = (options.now ?? (() => new Date()))().toISOString();
 
-  let plan: ServingPlan | undefined;
-  let planFailure: Observed["planFailure"];
-  const resolution = resolveRuntime(
-    model,
-    ctx.cache<AnyServingRuntime>(servingRuntimeKind).list(ns) as AnyServingRuntime[],
-    ctx.cache<AnyServingRuntime>(clusterServingRuntimeKind).list() as AnyServingRuntime[],
-  );
-  if (!resolution.ok) planFailure = resolution;
-  else {
-    try {
-      plan = planModel(model, resolution.runtime);
-    } catch (err) {
-      if (!(err instanceof PlanError)) throw err;
-      planFailure = { reason: err.reason, message: err.message };
-    }
-  }
+  const fromSpec = planFor(ctx, model);
+  let plan = fromSpec.plan;
+  const planFailure = fromSpec.planFailure;
+  const deleting = Boolean(model.metadata.deletionTimestamp);
+  // The revision of the spec as written is recorded whatever is served (history shows it).
+  const specRevision = plan ? servingPodTemplate(plan).revision : undefined;
+  let revisions = childrenOf<V1ControllerRevision>(ctx, builtinKinds.ControllerRevision, model);
+  if (specRevision && !deleting) revisions = await recordRevision(ctx, model, specRevision, revisions);
+  const rollback = activeRollback(model, specRevision, revisions);
+  if (rollback) plan = planFor(ctx, { ...model, spec: rollback.spec }).plan ?? plan;
 
   const owner = controllerOwnerRef(model);
   const missing = plan ? missingDependencies(ctx, plan) : [];
@@ -310,7 +313,6 @@ export async function reconcileMLModel(
   let job: V1Job | undefined;
   let revision: string | undefined;
   let requeue: ReconcileResult | undefined;
-  const deleting = Boolean(model.metadata.deletionTimestamp);
 
   if (plan && missing.length === 0 && !deleting) {
     const storage = desiredStorage(plan, owner);
@@ -370,7 +372,22 @@ export async function reconcileMLModel(
     pods: modelPods.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     service,
   };
-  const status = computeStatus(observed);
+  let status = withRevisionNumbers(computeStatus(observed), revisions);
+  const generation = model.metadata.generation ?? 0;
+  if (rollback) {
+    status = withRollback(status, model.status, rollback.failed, rollback.target, generation, now);
+  } else {
+    const failed = failureToRecord(model, status, specRevision, revisions, now);
+    // Recorded first, served next: the next reconcile reads it back (writtenStatus) and rolls back.
+    if (failed) {
+      status = { ...status, revision: { ...status.revision, failed } };
+      requeue = { requeueAfterMs: 100 };
+    }
+  }
+  const historyLimit = plan?.spec.rollout.revisionHistoryLimit ?? defaultRevisionHistoryLimit;
+  const keep = new Set([status.revision?.current, status.revision?.lastReady, specRevision]);
+  for (const old of revisionsToPrune(revisions, historyLimit, keep))
+    await deleteChild(ctx, builtinKinds.ControllerRevision, old);
 
   // Stale children go only once the current revision serves: old download Jobs (their
   // content is no longer used) and our claim when the model moved to pvc:// or an image.
@@ -392,10 +409,58 @@ export async function reconcileMLModel(
       { fieldManager, force: true, signal: ctx.signal },
     );
     options.writtenStatus?.set(key, { fromResourceVersion: cached.metadata.resourceVersion, status });
-    const event = transitionEvent(model.status, status);
+    const event = justRolledBack(model.status, status)
+      ? {
+          type: "Warning" as const,
+          reason: "RolledBack",
+          message: status.revision?.failed ? rolledBackMessage(status) : "",
+        }
+      : transitionEvent(model.status, status);
     if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
   }
   return requeue;
+}
+
+function rolledBackMessage(status: MLModelStatus): string {
+  return status.conditions?.find((c) => c.type === "RolledBack")?.message ?? "rolled back";
+}
+
+/** The serving plan of a model (or of a revision's spec), or why there is none. */
+function planFor(
+  ctx: ReconcileContext,
+  model: MLModel,
+): { plan?: ServingPlan; planFailure?: Observed["planFailure"] } {
+  const ns = model.metadata.namespace!;
+  const resolution = resolveRuntime(
+    model,
+    ctx.cache<AnyServingRuntime>(servingRuntimeKind).list(ns) as AnyServingRuntime[],
+    ctx.cache<AnyServingRuntime>(clusterServingRuntimeKind).list() as AnyServingRuntime[],
+  );
+  if (!resolution.ok) return { planFailure: resolution };
+  try {
+    return { plan: planModel(model, resolution.runtime) };
+  } catch (err) {
+    if (!(err instanceof PlanError)) throw err;
+    return { planFailure: { reason: err.reason, message: err.message } };
+  }
+}
+
+/** Records the served revision (or renumbers it as the newest); returns the revisions after. */
+async function recordRevision(
+  ctx: ReconcileContext,
+  model: MLModel,
+  hash: string,
+  revisions: V1ControllerRevision[],
+): Promise<V1ControllerRevision[]> {
+  const want = desiredRevision(model, hash, controllerOwnerRef(model), revisions);
+  if (!want) return revisions;
+  ctx.log.info({ revision: want.revision, hash }, "recording revision");
+  const applied = (await ctx.client.apply(builtinKinds.ControllerRevision, want as unknown as KubeObject, {
+    fieldManager,
+    force: true,
+    signal: ctx.signal,
+  })) as unknown as V1ControllerRevision;
+  return [...revisions.filter((r) => r.metadata?.name !== applied.metadata?.name), applied];
 }
 
 /** A child that exists only for some specs (autoscaler, disruption budget): apply it or remove it. */

@@ -59,7 +59,13 @@ describe("applySchemaDefaults", () => {
     assert.deepEqual(defaulted, {
       model: { uri: "s3://bucket/resnet", format: "tensorflow" },
       endpoint: { serviceType: "ClusterIP" },
-      rollout: { maxSurge: 1, maxUnavailable: 0, progressDeadlineSeconds: 600 },
+      rollout: {
+        autoRollback: true,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        progressDeadlineSeconds: 600,
+        revisionHistoryLimit: 10,
+      },
       storage: { accessMode: "ReadWriteOnce", size: "10Gi" },
     });
     // The defaulted type has the defaulted fields as required (compile-time check).

@@ -1,0 +1,73 @@
+/**
+ * `mlmodel rollback NAME [--to-revision N]`: serve an earlier revision again. Like
+ * `kubectl rollout undo`, it writes that revision's serving spec back into the MLModel's spec
+ * (keeping the current replicas or autoscaling), so the spec always says what is served and
+ * the operator rolls to it without downtime (no new download: the old version is still in
+ * storage while the revision is kept). Automatic rollback, by contrast, leaves the spec alone.
+ */
+import { mlModelKind } from "../../api/kinds.ts";
+import { revisionHash, revisionSpec, rollbackTarget, specWithScaling } from "../../operator/revisions.ts";
+import { CliError } from "../errors.ts";
+import { checkName, commonFlags, commonFlagsHelp, openSession, parseCommandLine } from "../views/session.ts";
+import { readRevisions } from "./history.ts";
+import { explainApiError } from "./status.ts";
+
+export const summary = "serve an earlier revision of an MLModel again";
+
+const help = `Usage: mlmodel rollback NAME [--to-revision N] [flags]
+
+Serves revision N (see \`mlmodel history NAME\`) again: its serving spec (model, runtime,
+image, ports, resources, ...) is written back into the MLModel, keeping the current replicas
+or autoscaling. Without --to-revision: the last ready revision if the current one is not
+ready, else the revision before the current one.
+
+Flags:
+      --to-revision N    the revision number to serve
+${commonFlagsHelp}
+
+Examples:
+  mlmodel rollback resnet
+  mlmodel rollback resnet --to-revision 3 -n models`;
+
+export async function run(argv: string[]): Promise<number> {
+  const { values: flags, positionals } = parseCommandLine(
+    argv,
+    { ...commonFlags, "to-revision": { type: "string" } },
+    help,
+  );
+  if (flags.help) {
+    console.log(help);
+    return 0;
+  }
+  if (positionals.length !== 1) {
+    throw new CliError(`rollback takes exactly one NAME, got ${positionals.length}\n\n${help}`, 2);
+  }
+  const name = checkName("NAME", positionals[0]!, "MLModel");
+  const raw = flags["to-revision"];
+  const to = raw === undefined ? undefined : Number(raw);
+  if (to !== undefined && !(Number.isInteger(to) && to > 0)) {
+    throw new CliError(`--to-revision "${raw}" must be a positive integer`, 2);
+  }
+  const { client, namespace } = await openSession(flags);
+  try {
+    const { model, revisions } = await readRevisions(client, namespace, name);
+    const target = rollbackTarget(revisions, model.status, to);
+    if ("error" in target) throw new CliError(`cannot roll back ${name}: ${target.error}`);
+    const spec = revisionSpec(target);
+    if (!spec) throw new CliError(`revision ${target.revision} of ${name} records no spec`);
+    // The resourceVersion makes this a compare-and-swap: a concurrent edit fails the write.
+    await client.patch(
+      mlModelKind,
+      { namespace, name },
+      [
+        { op: "test", path: "/metadata/resourceVersion", value: model.metadata.resourceVersion },
+        { op: "replace", path: "/spec", value: specWithScaling(spec, model.spec) },
+      ],
+      "json",
+    );
+    console.log(`rolling ${name} back to revision ${target.revision} (${revisionHash(target)})`);
+    return 0;
+  } catch (err) {
+    throw explainApiError(err);
+  }
+}
