@@ -5,56 +5,28 @@
  * log names the token (credential id), which tells replicas of the same ServiceAccount apart.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { createWriteStream, readFileSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { createWriteStream, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { stringify } from "yaml";
-import { defaultOperatorNamespace } from "../../src/operator/manifests.ts";
-import { operatorName } from "../../src/operator/names.ts";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { freePort } from "../../bench/lib/cluster.ts";
+import { operatorKubeconfig as benchKubeconfig, operatorUser } from "../../bench/operator/process.ts";
+import type { KubeClient } from "../../src/runtime/index.ts";
 
 const repoRoot = join(import.meta.dirname, "..", "..");
-export const operatorUser = `system:serviceaccount:${defaultOperatorNamespace}:${operatorName}`;
 
-/** A port nobody listens on right now (the OS picks it). */
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+/**
+ * The operator's audit-log user, and a kubeconfig with a fresh token of its ServiceAccount
+ * (written into its own directory): shared with the benchmarks.
+ */
+export { operatorUser };
 
-/** Writes a kubeconfig holding a fresh token of the operator's ServiceAccount. */
-export async function operatorKubeconfig(admin: KubeConfig, path: string): Promise<string> {
-  const core = admin.makeApiClient(CoreV1Api);
-  const res = await core.createNamespacedServiceAccountToken({
-    name: operatorName,
-    namespace: defaultOperatorNamespace,
-    body: { spec: { audiences: [], expirationSeconds: 7200 } },
-  });
-  const token = res.status?.token;
-  if (!token) throw new Error("the API server returned no ServiceAccount token");
-  const cluster = admin.getCurrentCluster()!;
-  const caData = cluster.caData ?? (cluster.caFile ? readFileSync(cluster.caFile).toString("base64") : "");
-  writeFileSync(
-    path,
-    stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [
-        { name: "local", cluster: { server: cluster.server, "certificate-authority-data": caData } },
-      ],
-      users: [{ name: operatorName, user: { token } }],
-      contexts: [{ name: "operator", context: { cluster: "local", user: operatorName } }],
-      "current-context": "operator",
-    }),
-    { mode: 0o600 },
-  );
-  return path;
+export async function operatorKubeconfig(
+  admin: KubeClient,
+  adminKc: KubeConfig,
+  dir: string,
+): Promise<string> {
+  mkdirSync(dir, { recursive: true });
+  return benchKubeconfig(admin, adminKc, dir);
 }
 
 export interface OperatorProcessOptions {

@@ -3,7 +3,8 @@
  * the tests running beside them). Each returns figures; the short test (chaos.short.test.ts)
  * and `npm run test:chaos` (scripts/chaos.ts) run them at two sizes and assert on the figures.
  */
-import { readFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
@@ -59,16 +60,18 @@ export async function stage(name: string, podCapacity?: number): Promise<Stage> 
       admin,
       logFile,
       async start(extra = {}) {
-        const kubeconfig = await operatorKubeconfig(
-          cluster.kubeConfig(),
-          join(cluster.dir, `operator-${tokens++}.kubeconfig`),
-        );
+        const dir = join(cluster.dir, `operator-${tokens++}`);
+        const kubeconfig = await operatorKubeconfig(admin, cluster.kubeConfig(), dir);
         const op = await OperatorProcess.start({ kubeconfig, namespace: chaosNamespace, logFile, ...extra });
         running.push(op);
         return op;
       },
       async stop() {
         for (const op of running) await op.kill("SIGKILL");
+        // Keep the operator's log for a look after a failure (the cluster dir goes).
+        const kept = join(tmpdir(), "mlmodel-chaos-logs");
+        mkdirSync(kept, { recursive: true });
+        copyFileSync(logFile, join(kept, `${name}-${Date.now()}.log`));
         await cluster.stop();
       },
     };
@@ -160,7 +163,8 @@ export async function killScenario(opts: {
     );
     await killer;
     await churn.settle();
-    await waitReady(op);
+    // A liveness bound: on a loaded machine a fresh process can take minutes to list 500 models.
+    await waitReady(op, 600_000);
     killsSurvived = opts.kills - crashes;
     const { report, waitedMs } = await waitConverged(s.admin, chaosNamespace, churn.wishes, 600_000);
     if (!op.alive) crashes++;

@@ -42,7 +42,7 @@ describe("security", () => {
     await install(admin);
     const dir = mkdtempSync(join(tmpdir(), "mlmodel-security-"));
     logFile = join(dir, "operator.log");
-    const kubeconfig = await operatorKubeconfig(kubeConfig(), join(dir, "operator.kubeconfig"));
+    const kubeconfig = await operatorKubeconfig(admin, kubeConfig(), dir);
     op = await OperatorProcess.start({ kubeconfig, namespace: ns.name, logFile, logLevel: "debug" });
     await waitReady(op);
     volume = await provideVolume(admin, ns.name, "secure-model");
