@@ -24,7 +24,14 @@ export const annotations = {
   appliedHash: "serving.mlmodel.dev/applied-hash",
 } as const;
 
-export type Component = "server" | "download" | "storage" | "autoscaler" | "disruption-budget" | "revision";
+export type Component =
+  | "server"
+  | "download"
+  | "storage"
+  | "autoscaler"
+  | "disruption-budget"
+  | "revision"
+  | "prune";
 
 export function childLabels(modelName: string, component: Component): Record<string, string> {
   return {

@@ -40,6 +40,7 @@ import {
 import { needsApply, withAppliedHash } from "./drift.ts";
 import { canonicalJson, childNames, fieldManager, labels, shortHash } from "./names.ts";
 import { type OperatorConfig, PlanError, planModel, type ServingPlan } from "./plan.ts";
+import { contentToKeep, desiredPruneJob } from "./prune.ts";
 import {
   defaultRevisionHistoryLimit,
   desiredRevision,
@@ -386,13 +387,28 @@ export async function reconcileMLModel(
   }
   const historyLimit = plan?.spec.rollout.revisionHistoryLimit ?? defaultRevisionHistoryLimit;
   const keep = new Set([status.revision?.current, status.revision?.lastReady, specRevision]);
-  for (const old of revisionsToPrune(revisions, historyLimit, keep))
-    await deleteChild(ctx, builtinKinds.ControllerRevision, old);
+  const pruned = revisionsToPrune(revisions, historyLimit, keep);
+  for (const old of pruned) await deleteChild(ctx, builtinKinds.ControllerRevision, old);
+  const keptRevisions = revisions.filter((r) => !pruned.includes(r));
 
   // Stale children go only once the current revision serves: old download Jobs (their
   // content is no longer used) and our claim when the model moved to pvc:// or an image.
+  // Storage is pruned then too, of every model version no kept revision uses.
   if (status.phase === "Ready" && plan) {
-    for (const old of jobs) if (old.metadata?.name !== jobName) await deleteChild(ctx, builtinKinds.Job, old);
+    const prune = desiredPruneJob(plan, owner, options, contentToKeep(plan.spec, keptRevisions));
+    const pruneName = prune?.metadata?.name;
+    for (const old of jobs) {
+      const name = old.metadata?.name;
+      if (name !== jobName && name !== pruneName) await deleteChild(ctx, builtinKinds.Job, old);
+    }
+    if (prune && !jobs.some((j) => j.metadata?.name === pruneName)) {
+      ctx.log.info({ job: pruneName }, "pruning old model versions from storage");
+      await ctx.client.apply(builtinKinds.Job, prune as KubeObject, {
+        fieldManager,
+        force: true,
+        signal: ctx.signal,
+      });
+    }
     if (plan.source.type !== "download")
       for (const c of claims) await deleteChild(ctx, builtinKinds.PersistentVolumeClaim, c);
   }

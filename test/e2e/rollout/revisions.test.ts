@@ -15,6 +15,8 @@ import { promisify } from "node:util";
 import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
+import { contentHash } from "../../../src/operator/plan.ts";
+import { pruneJobName } from "../../../src/operator/prune.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import {
@@ -192,5 +194,22 @@ describe("rollouts without downtime, revision history, rollback", () => {
     const hashes = revs.map((r) => r.metadata?.labels?.["serving.mlmodel.dev/revision"]);
     assert.ok(hashes.includes(m.status?.revision?.current));
     assert.deepEqual(revs.map((r) => r.revision).sort(), [3, 4, 5]);
+  });
+
+  it("prunes model versions no kept revision uses from storage, never the served one", async () => {
+    await updateWhileSampling({ spec: { model: { uri: "https://models.example.com/m/v4.tgz" } } });
+    const served = await model();
+    const hashOf = (v: string) => contentHash({ model: { uri: `https://models.example.com/m/${v}.tgz` } });
+    // Kept revisions now serve v1 (the rollback), v3 and v4; v2 only lived in pruned ones.
+    const want = [hashOf("v1"), hashOf("v3"), hashOf("v4")].sort();
+    const prune = await waitFor("the prune Job for the kept versions", async () =>
+      (await jobs()).find((j) => j.metadata?.name === pruneJobName(name, want)),
+    );
+    const command = prune.spec?.template.spec?.containers[0]?.command ?? [];
+    const keep = command.slice(4);
+    assert.deepEqual(keep, want);
+    assert.ok(keep.includes(contentHash(served.spec)), "the served version is kept");
+    assert.ok(!keep.includes(hashOf("v2")));
+    assert.equal(command[3], "/mnt/models", "prunes under the mount path");
   });
 });
