@@ -344,8 +344,10 @@ export async function leaderScenario(opts: {
         leader = await holder();
         await sleep(100);
       }
-      // Let the leader work a while before killing it.
+      // Let the leader work a while, and the standbys finish their first sync: a standby
+      // campaigns only once its caches are synced, so a cold one cannot take over at once.
       await sleep(2000);
+      for (const p of procs.values()) await waitReady(p, 600_000);
       const name = leader.split("_")[0]!;
       const victim = procs.get(name);
       if (!victim) throw new Error(`lease holder ${leader} is none of ${names.join(", ")}`);
