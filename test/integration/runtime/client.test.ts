@@ -171,13 +171,20 @@ describe("KubeClient (real API server)", () => {
         { namespace: ns.name, resourceVersion: list.resourceVersion },
         ac.signal,
       )) {
+        // Only our object: earlier tests' ConfigMaps and kube-root-ca.crt share the namespace.
+        if (e.object.metadata.name !== "w") continue;
         seen.push(`${e.type}:${e.object.metadata.name}`);
         if (seen.length === 2) ac.abort();
       }
-    })();
+    })().then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     await client.create(CM, cm("w"));
     await client.delete(CM, { namespace: ns.name, name: "w" });
-    await watching.catch(() => {});
+    // The handler is attached at once: the abort can end the watch before delete returns.
+    const ended = await watching;
+    assert.equal((ended as Error | undefined)?.name, "AbortError");
     assert.deepEqual(seen, ["ADDED:w", "DELETED:w"]);
 
     const quiet = await client.list(CM, { namespace: ns.name, labelSelector: "never=there" });
