@@ -17,14 +17,14 @@ const modelSpec = {
     uri: {
       type: "string",
       description:
-        "Location of the model: s3://bucket/prefix, gs://bucket/prefix, https://host/file.tar.gz, hf://org/repo, or pvc://claim-name/sub/path to serve from an existing PersistentVolumeClaim without copying.",
+        "Location of the model: s3://bucket/prefix, gs://bucket/prefix, https://host/file.tar.gz, azblob://account/container/prefix (Azure Blob), hf://org/repo, or pvc://claim-name/sub/path to serve from an existing PersistentVolumeClaim without copying.",
       minLength: 1,
       maxLength: 2048,
       "x-kubernetes-validations": [
         {
-          rule: "self.matches('^(s3|gs|https?|hf|pvc)://[^\\\\s]+$')",
+          rule: "self.matches('^(s3|gs|https?|azblob|hf|pvc)://[^\\\\s]+$')",
           messageExpression:
-            "'must be s3://, gs://, http://, https://, hf:// or pvc:// followed by a location without spaces, got \"' + self + '\"'",
+            "'must be s3://, gs://, http://, https://, azblob://, hf:// or pvc:// followed by a location without spaces, got \"' + self + '\"'",
           reason: "FieldValueInvalid",
         },
         {
