@@ -6,7 +6,6 @@ import { builtinKinds, type KubeClient, type KubeObject } from "../../runtime/in
 import { CliError } from "../errors.ts";
 import { type ChildSummary, type EventObject, renderDescribe, summarizeChild } from "../views/describe.ts";
 import {
-  checkName,
   commonFlags,
   commonFlagsHelp,
   forDisplay,
@@ -14,6 +13,7 @@ import {
   outputFormat,
   parseCommandLine,
   serialize,
+  singleModelName,
   styleFromFlag,
 } from "../views/session.ts";
 import { explainApiError } from "./status.ts";
@@ -79,10 +79,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(help);
     return 0;
   }
-  if (positionals.length !== 1) {
-    throw new CliError(`describe takes exactly one NAME, got ${positionals.length}\n\n${help}`, 2);
-  }
-  const name = checkName("NAME", positionals[0]!, "MLModel");
+  const name = singleModelName("describe", positionals, help);
   const format = outputFormat(flags.output, ["text", "json", "yaml"]);
   const style = styleFromFlag(flags.color);
   const { client, namespace } = await openSession(flags);

@@ -7,12 +7,12 @@ import { historyEntries } from "../../operator/revisions.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
 import {
-  checkName,
   commonFlags,
   commonFlagsHelp,
   openSession,
   outputFormat,
   parseCommandLine,
+  singleModelName,
   styleFromFlag,
 } from "../views/session.ts";
 import { renderTable } from "../views/table.ts";
@@ -63,10 +63,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(help);
     return 0;
   }
-  if (positionals.length !== 1) {
-    throw new CliError(`history takes exactly one NAME, got ${positionals.length}\n\n${help}`, 2);
-  }
-  const name = checkName("NAME", positionals[0]!, "MLModel");
+  const name = singleModelName("history", positionals, help);
   const format = outputFormat(flags.output ?? "table", ["table", "json"]);
   const { client, namespace } = await openSession(flags);
   try {

@@ -8,7 +8,13 @@
 import { mlModelKind } from "../../api/kinds.ts";
 import { revisionHash, revisionSpec, rollbackTarget, specWithScaling } from "../../operator/revisions.ts";
 import { CliError } from "../errors.ts";
-import { checkName, commonFlags, commonFlagsHelp, openSession, parseCommandLine } from "../views/session.ts";
+import {
+  commonFlags,
+  commonFlagsHelp,
+  openSession,
+  parseCommandLine,
+  singleModelName,
+} from "../views/session.ts";
 import { readRevisions } from "./history.ts";
 import { explainApiError } from "./status.ts";
 
@@ -39,10 +45,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(help);
     return 0;
   }
-  if (positionals.length !== 1) {
-    throw new CliError(`rollback takes exactly one NAME, got ${positionals.length}\n\n${help}`, 2);
-  }
-  const name = checkName("NAME", positionals[0]!, "MLModel");
+  const name = singleModelName("rollback", positionals, help);
   const raw = flags["to-revision"];
   const to = raw === undefined ? undefined : Number(raw);
   if (to !== undefined && !(Number.isInteger(to) && to > 0)) {

@@ -51,6 +51,14 @@ export function checkName(flag: string, value: string, what: string): string {
   return value;
 }
 
+/** The one MLModel NAME that describe, history and rollback take, or a usage error (exit 2). */
+export function singleModelName(command: string, positionals: string[], help: string): string {
+  if (positionals.length !== 1) {
+    throw new CliError(`${command} takes exactly one NAME, got ${positionals.length}\n\n${help}`, 2);
+  }
+  return checkName("NAME", positionals[0]!, "MLModel");
+}
+
 export async function openSession(flags: { kubeconfig?: string; namespace?: string }): Promise<Session> {
   const kc = loadKubeConfig(
     flags.kubeconfig,
