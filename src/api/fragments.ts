@@ -10,8 +10,10 @@ export const apiVersion = `${group}/${version}` as const;
 
 // The pattern the API server uses for resource.Quantity, so a typo such as "1 Gi" or "500mb"
 // is rejected at admission instead of failing later inside the Deployment.
+// No leading minus: a negative request, limit or size is never what anyone means, and the
+// API server would otherwise refuse only the child objects, leaving the model without a status.
 const quantityPattern =
-  "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$";
+  "^\\+?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$";
 
 /**
  * A CEL rule in place of `pattern`: the API server's pattern error prints the raw regular
@@ -38,8 +40,8 @@ export function quantity<const D extends string>(description: D) {
     maxLength: 64,
     "x-kubernetes-validations": [
       {
-        rule: `type(self) == int || string(self).matches('${quantityPattern.replaceAll("\\", "\\\\")}')`,
-        messageExpression: `'must be a quantity such as 500m, 2, 512Mi or 1Gi; got "' + string(self) + '"'`,
+        rule: `(type(self) == int && int(self) >= 0) || (type(self) == string && string(self).matches('${quantityPattern.replaceAll("\\", "\\\\")}'))`,
+        messageExpression: `'must be a non-negative quantity such as 500m, 2, 512Mi or 1Gi; got "' + string(self) + '"'`,
         reason: "FieldValueInvalid",
       },
     ],

@@ -27,8 +27,6 @@ describe("chaos (short): conflicts and throttling", () => {
  * Deployment or claim (422 on a negative quantity), with no status at all: see
  * docs/reliability.md, "Defects found".
  */
-const knownDefect = (line: string) => /^\S+ (resources\.(cpu|memory)|storage\.size):/.test(line);
-
 describe("chaos (short): fuzzed MLModel specs", () => {
   let r: FuzzResult;
   before(async () => {
@@ -47,18 +45,13 @@ describe("chaos (short): fuzzed MLModel specs", () => {
     assert.ok(r.reconciles < r.cases * 10, `reconciles ${r.reconciles} for ${r.cases} cases`);
   });
 
-  it("every accepted case outside the known defect ends in a clear status", () => {
+  it("every accepted case ends in a clear status", () => {
     const accepted = Object.values(r.byClass).flatMap((row) =>
       Object.entries(row).filter(([label]) => label.startsWith("accepted")),
     );
     assert.ok(accepted.length > 0, "some mutations are valid and must be served or explained");
-    assert.deepEqual(
-      r.unclear.filter((u) => !knownDefect(u)),
-      [],
-    );
-  });
-
-  it("negative quantities get a status too", { todo: "operator defect: see docs/reliability.md" }, () => {
+    // Negative quantities used to be accepted and then leave no status (the API refused only
+    // the children); the schema now refuses them with the field named.
     assert.deepEqual(r.unclear, []);
   });
 });

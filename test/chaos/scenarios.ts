@@ -531,6 +531,10 @@ export async function throttleScenario(opts: {
     // The truth is what the API holds after the race.
     for (const name of names) churn.wishes.set(name, await wishFromCluster(s.admin, name));
     const { report } = await waitConverged(s.admin, chaosNamespace, churn.wishes, 600_000);
+    // The cluster can look converged while a throttled operator still works off retries it
+    // queued during the race; the quiet window starts once its queue has drained. A hot loop
+    // never drains, and fails here.
+    await waitOperatorSettled(op, 180_000);
     const before = await op.metrics();
     const auditBefore = operatorWrites(s.cluster.auditLog);
     const idleWindowMs = 20_000;
@@ -559,6 +563,32 @@ export async function wishFromCluster(admin: KubeClient, name: string): Promise<
   const m = (await admin.get<MLModel>(mlModelKind, { namespace: chaosNamespace, name }))!;
   const spec = m.spec as unknown as { replicas: number; image: string };
   return { replicas: spec.replicas, version: Number(/v(\d+)$/.exec(spec.image)?.[1]) };
+}
+
+/** Waits until the operator's work queue is empty and no reconcile ran for 5 s in a row. */
+async function waitOperatorSettled(
+  op: { metrics(): Promise<Map<string, number>> },
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = -1;
+  let quietSince = Date.now();
+  for (;;) {
+    const m = await op.metrics();
+    const reconciles = metricSum(m, "controller_runtime_reconcile_total");
+    if (reconciles !== last || metricSum(m, "workqueue_depth") > 0) {
+      last = reconciles;
+      quietSince = Date.now();
+    } else if (Date.now() - quietSince >= 5_000) {
+      return;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `the operator did not settle within ${timeoutMs / 1000}s: still reconciling (a hot loop?)`,
+      );
+    }
+    await sleep(1000);
+  }
 }
 
 export function operatorWrites(auditLog: string): number {
