@@ -121,6 +121,18 @@ describe("samples on the local control plane", () => {
   });
 
   it("makes zero writes over an idle minute after convergence", async () => {
+    // Steady state starts once the operator's last writes are behind it: the event recorder
+    // flushes a repeated Event's series count up to 30 s after the repeat, so wait for 35 s
+    // without a write (bounded: an operator that never goes quiet fails here).
+    await waitFor(
+      "35 s without an operator write",
+      async () => {
+        const seen = operator.writes();
+        await new Promise((r) => setTimeout(r, 35_000));
+        return operator.writes() === seen;
+      },
+      { timeoutMs: 180_000, intervalMs: 0 },
+    );
     const before = operator.writes();
     const requestsBefore = operator.requests.length;
     await new Promise((r) => setTimeout(r, 60_000));
