@@ -1,10 +1,10 @@
 /** `mlmodel install`: CRDs, built-in runtimes and the operator's RBAC, applied to a cluster. */
-import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { install } from "../../operator/install.ts";
 import { kubeClientFor } from "../../operator/kube-client.ts";
 import { defaultOperatorNamespace, installManifests } from "../../operator/manifests.ts";
 import { CliError } from "../errors.ts";
+import { parseCommandLine } from "../views/session.ts";
 import { loadKubeConfig } from "./kubeconfig-flag.ts";
 
 export const summary = "install CRDs, built-in serving runtimes and operator RBAC into a cluster";
@@ -25,20 +25,17 @@ Examples:
   mlmodel install --print > install.yaml`;
 
 export async function run(argv: string[]): Promise<number> {
-  let values: { kubeconfig?: string; namespace?: string; print?: boolean; help?: boolean };
-  try {
-    values = parseArgs({
-      args: argv,
-      options: {
-        kubeconfig: { type: "string" },
-        namespace: { type: "string" },
-        print: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
-  }
+  const { values } = parseCommandLine(
+    argv,
+    {
+      kubeconfig: { type: "string" },
+      namespace: { type: "string" },
+      print: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+    help,
+    false,
+  );
   if (values.help) {
     console.log(help);
     return 0;

@@ -6,7 +6,6 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import pino from "pino";
 import { parseAllDocuments } from "yaml";
@@ -19,6 +18,7 @@ import { childNames } from "../../operator/names.ts";
 import { createOperator } from "../../operator/run.ts";
 import { builtinKinds, type KubeClient, type KubeObject, shutdownSignal } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
+import { parseCommandLine } from "../views/session.ts";
 
 export const summary = "start everything: local cluster (or KUBECONFIG), install, operator, a sample model";
 
@@ -117,27 +117,18 @@ function describe(m: MLModel): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: {
-    kubeconfig?: string;
-    sample?: string;
-    namespace?: string;
-    "exit-when-ready"?: boolean;
-    help?: boolean;
-  };
-  try {
-    values = parseArgs({
-      args: argv,
-      options: {
-        kubeconfig: { type: "string" },
-        sample: { type: "string", default: "download" },
-        namespace: { type: "string", default: "default" },
-        "exit-when-ready": { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
-  } catch (err) {
-    throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
-  }
+  const { values } = parseCommandLine(
+    argv,
+    {
+      kubeconfig: { type: "string" },
+      sample: { type: "string", default: "download" },
+      namespace: { type: "string", default: "default" },
+      "exit-when-ready": { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+    help,
+    false,
+  );
   if (values.help) {
     console.log(help);
     return 0;

@@ -26,9 +26,10 @@ export function parseCommandLine<O extends NonNullable<ParseArgsConfig["options"
   argv: string[],
   options: O,
   help: string,
+  allowPositionals = true,
 ) {
   try {
-    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (err) {
     throw new CliError(`${(err as Error).message}\n\n${help}`, 2);
   }
