@@ -56,6 +56,8 @@ export interface WatchOptions {
    * idle but healthy watch alive; a half-open connection stops sending them.
    */
   inactivityTimeoutMs?: number;
+  /** Told once the server accepted the watch (HTTP 200), before any event arrives. */
+  onOpen?: () => void;
 }
 
 export interface ApplyOptions {
@@ -301,6 +303,7 @@ export class KubeClient {
         signal: local.signal,
       });
       inactivity.touch();
+      opts.onOpen?.();
       const body = res.body;
       if (!body) return;
       for await (const line of lines(body, () => inactivity.touch())) {

@@ -38,6 +38,8 @@ export {
 } from "./errors.ts";
 export type { EventRecorder, EventRecorderOptions, EventSink, EventType } from "./events.ts";
 export { KubeEventRecorder, logEventRecorder } from "./events.ts";
+export type { HealthStatus } from "./health.ts";
+export { defaultHealthGracePeriodMs, describeError, WatchHealth, watchHealthCheck } from "./health.ts";
 export type { ChangeHandler, InformerOptions, Transform } from "./informer.ts";
 export { Informer, reflector } from "./informer.ts";
 export type { ResourceKind } from "./kinds.ts";

@@ -6,6 +6,8 @@
  * list, and deletions that happened while the watch was down come out as delete changes.
  */
 import { KubeClient } from "./client.ts";
+import { realClock } from "./clock.ts";
+import { defaultHealthGracePeriodMs, type HealthStatus, WatchHealth } from "./health.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { kindName } from "./kinds.ts";
 import type { IndexFunc, Store, StoreChange } from "./store.ts";
@@ -68,6 +70,8 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   transform?: Transform<T>;
   indexes?: Record<string, IndexFunc<T>>;
   watcher?: Omit<WatcherOptions, "signal">;
+  /** How long list/watch errors may go on before health() says unhealthy (default 10 s). */
+  healthGracePeriodMs?: number;
 }
 
 /** One kind in one scope: a store kept current by a watcher, plus change handlers. */
@@ -79,6 +83,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   readonly #transform: Transform<T>;
   readonly #handlers: ChangeHandler<T>[] = [];
   readonly #watcherOpts: Omit<WatcherOptions, "signal">;
+  readonly #health: WatchHealth;
   #syncWaiters: (() => void)[] = [];
   #running: Promise<void> | undefined;
 
@@ -88,6 +93,10 @@ export class Informer<T extends KubeObject = KubeObject> {
     this.#source = source instanceof KubeClient ? clientSource<T>(source, kind, this.scope) : source;
     this.#transform = opts.transform ?? stripManagedFields;
     this.#watcherOpts = opts.watcher ?? {};
+    this.#health = new WatchHealth(
+      this.#watcherOpts.clock ?? realClock,
+      opts.healthGracePeriodMs ?? defaultHealthGracePeriodMs,
+    );
     this.store = new MemoryStore<T>(opts.indexes ?? {});
   }
 
@@ -113,6 +122,11 @@ export class Informer<T extends KubeObject = KubeObject> {
 
   readonly view = (): Store<T> => this.store;
 
+  /** Unhealthy once list/watch errors went on for the grace period with no answer between. */
+  health(): HealthStatus {
+    return this.#health.status();
+  }
+
   /** Resolves when the store holds its first full list (or when `signal` aborts). */
   waitForSync(signal?: AbortSignal): Promise<boolean> {
     if (this.store.hasSynced()) return Promise.resolve(true);
@@ -133,7 +147,19 @@ export class Informer<T extends KubeObject = KubeObject> {
   }
 
   async #run(signal: AbortSignal): Promise<void> {
-    const events = watcher(this.#source, { ...this.#watcherOpts, signal });
+    const w = this.#watcherOpts;
+    const events = watcher(this.#source, {
+      ...w,
+      signal,
+      onError: (err, state, retryInMs) => {
+        this.#health.failed(err);
+        w.onError?.(err, state, retryInMs);
+      },
+      onProgress: () => {
+        this.#health.progress();
+        w.onProgress?.();
+      },
+    });
     for await (const change of reflector(this.store, events, this.#transform)) {
       if (change.type === "synced") {
         for (const w of this.#syncWaiters.splice(0)) w();

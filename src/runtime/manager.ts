@@ -10,6 +10,8 @@
  *     LeaderElectionLostError (the process should exit; a fresh start campaigns again).
  *
  * Caches run even without leadership (as in controller-runtime) so a standby is warm.
+ * /readyz also fails while any cache's list/watch has kept failing for healthGracePeriodMs
+ * (an API server outage); /healthz never does (a restart would not bring the API back).
  */
 import { hostname } from "node:os";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -18,6 +20,7 @@ import { KubeClient } from "./client.ts";
 import { type Clock, realClock } from "./clock.ts";
 import { Controller, ControllerBuilder, type ControllerOptions } from "./controller.ts";
 import { type EventRecorder, KubeEventRecorder } from "./events.ts";
+import { watchHealthCheck } from "./health.ts";
 import { Informer, type Transform } from "./informer.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
@@ -49,6 +52,11 @@ export interface ManagerOptions {
   transform?: Transform;
   /** Watch tuning passed to every cache (tests shorten timeouts). */
   watcher?: { watchTimeoutSeconds?: number; inactivityTimeoutMs?: number };
+  /**
+   * How long a cache's list/watch may keep failing (no answer from the API server between the
+   * errors) before `/readyz` fails naming it (default 10 s; Infinity: never). See docs/runtime.md.
+   */
+  healthGracePeriodMs?: number;
 }
 
 export interface CacheOptions<T extends KubeObject = KubeObject> {
@@ -263,6 +271,7 @@ export class Manager {
               ? { ok: true }
               : { ok: false, reason: `caches not synced: ${unsynced.map((i) => i.name).join(", ")}` };
           },
+          "informer-watch": () => watchHealthCheck([...this.#caches.values()].flatMap((e) => e.informers)),
         }),
       });
       this.#addresses.health = s.address;
@@ -323,6 +332,9 @@ export class Manager {
           },
           transform: opts.transform ?? this.#opts.transform,
           indexes: opts.indexes ?? {},
+          ...(this.#opts.healthGracePeriodMs !== undefined
+            ? { healthGracePeriodMs: this.#opts.healthGracePeriodMs }
+            : {}),
           watcher: {
             ...this.#opts.watcher,
             clock: this.#clock,

@@ -74,6 +74,11 @@ export interface WatcherOptions {
   onError?: (err: unknown, state: WatcherState, retryInMs: number) => void;
   /** Told about every state change (for tests and debug logs). */
   onState?: (state: WatcherState) => void;
+  /**
+   * Told whenever the API server answered: a list page, a watch opened (sources that support
+   * `onOpen`), a watch event or bookmark. With onError it feeds WatchHealth (readiness).
+   */
+  onProgress?: () => void;
 }
 
 export async function* watcher<T extends KubeObject>(
@@ -106,6 +111,7 @@ export async function* watcher<T extends KubeObject>(
               : { limit: pageSize, signal },
           );
           backoff.reset();
+          opts.onProgress?.();
           for (const object of page.items) yield { type: "initApply", object };
           if (page.continue) {
             enter({ kind: "listing", continue: page.continue });
@@ -127,12 +133,14 @@ export async function* watcher<T extends KubeObject>(
               allowWatchBookmarks: true,
               timeoutSeconds: opts.watchTimeoutSeconds ?? 290,
               inactivityTimeoutMs: opts.inactivityTimeoutMs ?? 150_000,
+              ...(opts.onProgress ? { onOpen: opts.onProgress } : {}),
             },
             signal,
           );
           try {
             for await (const event of stream) {
               backoff.reset();
+              opts.onProgress?.();
               received++;
               rv = event.object.metadata?.resourceVersion ?? rv;
               if (event.type === "ADDED" || event.type === "MODIFIED")
