@@ -11,6 +11,7 @@ import { parseArgs } from "node:util";
 import { benchCluster } from "../bench/lib/cluster.ts";
 import { allSeries, runOperatorBench, type SeriesName } from "../bench/operator/bench.ts";
 import { jsonLine, summary, writeResults } from "../bench/operator/report.ts";
+import { defaultConcurrency } from "../src/operator/reconciler.ts";
 
 const help = `Usage: npm run bench -- [flags]
 
@@ -18,7 +19,7 @@ const help = `Usage: npm run bench -- [flags]
   --json              print one JSON object as the last line
   --kubeconfig PATH   use this cluster (default: $KUBECONFIG if set, else a private local control plane)
   --series LIST       comma-separated: ${allSeries.join(",")} (default: all)
-  --concurrency N     operator --concurrency and the floor client's (default 2, the operator's default)
+  --concurrency N     operator --concurrency and the floor client's (default ${defaultConcurrency}, the operator's default)
   --idle SECONDS      steady-state idle period (default 60)
   --memory LIST       cached-model counts for the memory series (default 1000,10000; "" to skip)
   --parallel N        creates/deletes in flight from the benchmark client (default 32)`;
@@ -30,7 +31,7 @@ function parse() {
       json: { type: "boolean", default: false },
       kubeconfig: { type: "string" },
       series: { type: "string", default: allSeries.join(",") },
-      concurrency: { type: "string", default: "2" },
+      concurrency: { type: "string", default: String(defaultConcurrency) },
       idle: { type: "string", default: "60" },
       memory: { type: "string", default: "1000,10000" },
       parallel: { type: "string", default: "32" },

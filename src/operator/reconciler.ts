@@ -91,14 +91,30 @@ export function secretWithoutValues(obj: KubeObject): KubeObject {
   };
 }
 
+/** Index of our pods by "namespace/model" (their model label). */
+export const podsByModelIndex = "pods-by-model";
+
+export function podModelKeys(pod: Readonly<KubeObject>): string[] {
+  const model = pod.metadata.labels?.[labels.model];
+  return model ? [`${pod.metadata.namespace}/${model}`] : [];
+}
+
+/**
+ * MLModels reconciled in parallel. Each reconcile is a few round trips to the API server, so
+ * the work is latency-bound: 8 keeps a 2-core control plane busy without flooding it
+ * (bench/README.md has the measurements behind the number).
+ */
+export const defaultConcurrency = 8;
+
 const jobSpecHash = "serving.mlmodel.dev/job-spec-hash";
 const retryKey = "serving.mlmodel.dev/retry-key";
 
 export function addMLModelController(mgr: Manager, options: MLModelControllerOptions): void {
   const models = mgr.cache<MLModel>(mlModelKind, { indexes: { [referenceIndex]: modelReferences } });
   mgr.cache(builtinKinds.Secret, { transform: secretWithoutValues });
-  // Only pods we started: the operator never holds every pod of the cluster in memory.
-  mgr.cache(builtinKinds.Pod, { labelSelector: labels.model });
+  // Only pods we started: the operator never holds every pod of the cluster in memory. Indexed
+  // by model, so a reconcile reads its own pods instead of scanning its namespace's.
+  mgr.cache(builtinKinds.Pod, { labelSelector: labels.model, indexes: { [podsByModelIndex]: podModelKeys } });
   const byReference =
     (kind: string) =>
     (obj: Readonly<KubeObject>): Request[] =>
@@ -132,7 +148,7 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .watches(clusterServingRuntimeKind, () =>
       models.list().map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name! })),
     )
-    .concurrency(options.concurrency ?? 2)
+    .concurrency(options.concurrency ?? defaultConcurrency)
     .reconcile((ctx) =>
       reconcileMLModel(ctx, { ...options, writtenStatus: options.writtenStatus ?? written }),
     );
@@ -332,29 +348,33 @@ export async function reconcileMLModel(
     // The Deployment only moves to new content once it is fully downloaded: until then the
     // current pods keep serving the previous version.
     if (downloaded) {
+      // Independent children: applied at once, so a reconcile costs one round trip, not four.
       const wantDeployment = desiredDeployment(plan, owner);
-      if (await applyIfChanged(ctx, builtinKinds.Deployment, wantDeployment, deployment))
-        deployment ??= wantDeployment;
       const wantService = desiredService(plan, owner);
-      if (await applyIfChanged(ctx, builtinKinds.Service, wantService, service)) service ??= wantService;
-      await syncOptionalChild(
-        ctx,
-        builtinKinds.HorizontalPodAutoscaler,
-        desiredAutoscaler(plan, owner),
-        autoscalers,
-      );
-      await syncOptionalChild(
-        ctx,
-        builtinKinds.PodDisruptionBudget,
-        desiredDisruptionBudget(plan, owner),
-        budgets,
-      );
+      const [deploymentApplied, serviceApplied] = await Promise.all([
+        applyIfChanged(ctx, builtinKinds.Deployment, wantDeployment, deployment),
+        applyIfChanged(ctx, builtinKinds.Service, wantService, service),
+        syncOptionalChild(
+          ctx,
+          builtinKinds.HorizontalPodAutoscaler,
+          desiredAutoscaler(plan, owner),
+          autoscalers,
+        ),
+        syncOptionalChild(
+          ctx,
+          builtinKinds.PodDisruptionBudget,
+          desiredDisruptionBudget(plan, owner),
+          budgets,
+        ),
+      ]);
+      if (deploymentApplied) deployment ??= wantDeployment;
+      if (serviceApplied) service ??= wantService;
     }
   }
 
-  const modelPods = (ctx.cache<KubeObject>(builtinKinds.Pod).list(ns) as unknown as V1Pod[]).filter(
-    (p) => p.metadata?.labels?.[labels.model] === model.metadata.name,
-  );
+  const modelPods = ctx
+    .cache<KubeObject>(builtinKinds.Pod)
+    .byIndex(podsByModelIndex, `${ns}/${model.metadata.name}`) as unknown as V1Pod[];
   const jobName = job?.metadata?.name;
   const observed: Observed = {
     model,

@@ -3,6 +3,7 @@ import { Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import pino, { type Logger } from "pino";
 import { defaultOperatorConfig } from "../../operator/plan.ts";
+import { defaultConcurrency } from "../../operator/reconciler.ts";
 import { createOperator } from "../../operator/run.ts";
 import { shutdownSignal } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
@@ -21,7 +22,7 @@ Flags:
   --health-probe-bind-address ADDR  serve /healthz and /readyz on host:port, ":port", or 0 (default :8081)
   --leader-elect                    run as one of several replicas: only the Lease holder reconciles
   --leader-election-namespace NS    namespace of the Lease (default: $POD_NAMESPACE or mlmodel-system)
-  --concurrency N                   MLModels reconciled in parallel (default 2)
+  --concurrency N                   MLModels reconciled in parallel (default ${defaultConcurrency})
   --downloader-image IMAGE          image whose \`mlmodel download\` fills model storage
                                     (default ${defaultOperatorConfig.downloaderImage})
   --log-level LEVEL                 trace, debug, info, warn or error (default info)
@@ -44,7 +45,7 @@ function parse(argv: string[]) {
         "health-probe-bind-address": { type: "string", default: ":8081" },
         "leader-elect": { type: "boolean", default: false },
         "leader-election-namespace": { type: "string" },
-        concurrency: { type: "string", default: "2" },
+        concurrency: { type: "string", default: String(defaultConcurrency) },
         "downloader-image": { type: "string", default: defaultOperatorConfig.downloaderImage },
         "log-level": { type: "string", default: "info" },
         "log-format": { type: "string", default: "json" },
