@@ -84,7 +84,20 @@ if (selected.includes("outage")) {
   results.outage = r;
   check("outage", !r.operatorExited, "the operator process stayed up through both API server restarts");
   check("outage", r.gone410 > 0, `410 Gone relists: ${r.gone410} (watch errors ${r.watchErrors})`);
-  log(`outage: /readyz during the outage ${JSON.stringify(r.readyz)}, /healthz ${JSON.stringify(r.healthz)}`);
+  log(`outage: short restarts: /readyz ${JSON.stringify(r.readyz)}, /healthz ${JSON.stringify(r.healthz)}`);
+  const x = r.readiness;
+  const sec = (ms: number | undefined) => (ms === undefined ? "never" : `${(ms / 1000).toFixed(1)} s`);
+  log(
+    `outage: API server down ${sec(x.apiDownMs)}: /readyz ${JSON.stringify(x.readyz)}, /healthz ${JSON.stringify(x.healthz)} (until ready again ${JSON.stringify(x.healthzUntilReady)}); not ready ${sec(x.notReadyAfterMs)} after the API went down, for ${sec(x.notReadyForMs)}; ready again ${sec(x.readyAgainAfterMs)} after the API server was healthy`,
+  );
+  log(`outage: /readyz said: ${x.reason?.replaceAll("\n", " | ") ?? "(never failed)"}`);
+  check("outage", (x.readyz["500"] ?? 0) > 0, "/readyz failed while the API server was down");
+  check("outage", x.readyAgainAfterMs !== undefined, "/readyz 200 again after the API server came back");
+  check(
+    "outage",
+    Object.keys(x.healthzUntilReady).every((c) => c === "200" || c === "0"),
+    "/healthz never failed (0 = unanswered within 2 s)",
+  );
   checkConverged("outage", r.report);
 }
 

@@ -113,14 +113,18 @@ export class OperatorProcess {
 
   /** HTTP status of a probe path, or 0 when nothing answers. */
   async probe(path: "/readyz" | "/healthz"): Promise<number> {
+    return (await this.probeText(path)).status;
+  }
+
+  /** Status and body of a probe path (status 0, body "" when nothing answers within 2 s). */
+  async probeText(path: "/readyz" | "/healthz"): Promise<{ status: number; body: string }> {
     try {
       const res = await fetch(`http://127.0.0.1:${this.healthPort}${path}`, {
         signal: AbortSignal.timeout(2000),
       });
-      await res.text();
-      return res.status;
+      return { status: res.status, body: await res.text() };
     } catch {
-      return 0;
+      return { status: 0, body: "" };
     }
   }
 

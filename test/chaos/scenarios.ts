@@ -4,6 +4,7 @@
  * and `npm run test:chaos` (scripts/chaos.ts) run them at two sizes and assert on the figures.
  */
 import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mlModelKind } from "../../src/api/kinds.ts";
@@ -189,9 +190,14 @@ export async function killScenario(opts: {
 
 export interface OutageResult {
   operatorExited: boolean;
-  /** /readyz and /healthz answers seen during the outages (HTTP code -> count). */
+  /**
+   * /readyz and /healthz answers seen during the two short restarts (HTTP code -> count).
+   * Shorter than the runtime's 10 s grace period, so /readyz may well stay 200.
+   */
   readyz: Record<string, number>;
   healthz: Record<string, number>;
+  /** The long outage: readiness sampled while the API server was stopped and after. */
+  readiness: ReadinessFigures;
   /** Watch errors the operator logged, and how many of them were 410 Gone (-> relist). */
   watchErrors: number;
   gone410: number;
@@ -199,10 +205,121 @@ export interface OutageResult {
   report: ConvergenceReport;
 }
 
+/**
+ * What the operator's probes said while the API server was stopped for longer than the
+ * runtime's readiness grace period (10 s), and after. Times in ms, measured by polling every
+ * 250 ms on a noisy machine: indicative only, never asserted.
+ */
+export interface ReadinessFigures {
+  /** How long the API server's port refused connections (first refused probe -> healthy again). */
+  apiDownMs: number;
+  /** /readyz and /healthz codes while the API server was down (0 = no answer within 2 s). */
+  readyz: Record<string, number>;
+  healthz: Record<string, number>;
+  /** /healthz codes from the API server going down until /readyz was 200 again. */
+  healthzUntilReady: Record<string, number>;
+  /** API server down -> first /readyz that was not 200 (undefined: it stayed 200). */
+  notReadyAfterMs: number | undefined;
+  /** First /readyz not 200 -> first /readyz 200 again. */
+  notReadyForMs: number | undefined;
+  /** API server healthy again -> first /readyz 200 (undefined: not within 3 minutes). */
+  readyAgainAfterMs: number | undefined;
+  /** The body of the first failing /readyz (names the informers and their last error). */
+  reason: string | undefined;
+}
+
+/** True when something accepts a TCP connection on the API server's port. */
+function apiServerListening(server: string): Promise<boolean> {
+  const url = new URL(server);
+  return new Promise((resolve) => {
+    const socket = connect({ host: url.hostname, port: Number(url.port || 443) });
+    socket.setTimeout(1000);
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+    socket.once("timeout", () => done(false));
+  });
+}
+
+/**
+ * Stops the API server for `downMs`, sampling the operator's probes and the API server's port
+ * every 250 ms, until /readyz is 200 again after the API server came back (at most 3 min).
+ */
+export async function measureReadiness(
+  s: Stage,
+  op: OperatorProcess,
+  downMs: number,
+  log: Log,
+): Promise<ReadinessFigures> {
+  const server = s.cluster.kubeConfig().getCurrentCluster()?.server;
+  if (!server) throw new Error("the private cluster's kubeconfig names no server");
+  const samples: { at: number; apiUp: boolean; ready: number; live: number }[] = [];
+  let reason: string | undefined;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const [apiUp, ready, live] = await Promise.all([
+        apiServerListening(server),
+        op.probeText("/readyz"),
+        op.probe("/healthz"),
+      ]);
+      samples.push({ at: Date.now(), apiUp, ready: ready.status, live });
+      if (ready.status !== 200 && ready.status !== 0) reason ??= ready.body.trim();
+      await sleep(250);
+    }
+  })();
+  log(`stopping the API server for ${downMs / 1000} s`);
+  await s.cluster.restartApiServer(downMs);
+  const apiHealthyAt = Date.now();
+  log("API server healthy again; waiting for /readyz 200");
+  const deadline = Date.now() + 180_000;
+  const readyAgain = () => samples.find((x) => x.at >= apiHealthyAt && x.ready === 200);
+  while (!readyAgain() && Date.now() < deadline) await sleep(250);
+  sampling = false;
+  await sampler;
+  return readinessFigures(samples, apiHealthyAt, reason);
+}
+
+/** Turns probe samples (taken from before the API server went down) into figures. */
+export function readinessFigures(
+  samples: readonly { at: number; apiUp: boolean; ready: number; live: number }[],
+  apiHealthyAt: number,
+  reason: string | undefined,
+): ReadinessFigures {
+  const count = (xs: readonly number[]) => {
+    const out: Record<string, number> = {};
+    for (const x of xs) out[x] = (out[x] ?? 0) + 1;
+    return out;
+  };
+  const downAt = samples.find((x) => !x.apiUp)?.at ?? apiHealthyAt;
+  const down = samples.filter((x) => x.at >= downAt && x.at < apiHealthyAt);
+  const notReadyAt = samples.find((x) => x.at >= downAt && x.ready !== 200)?.at;
+  const readyAgainAt = samples.find((x) => x.at >= apiHealthyAt && x.ready === 200)?.at;
+  const untilReady = samples.filter(
+    (x) => x.at >= downAt && (readyAgainAt === undefined || x.at < readyAgainAt),
+  );
+  return {
+    apiDownMs: apiHealthyAt - downAt,
+    readyz: count(down.map((x) => x.ready)),
+    healthz: count(down.map((x) => x.live)),
+    healthzUntilReady: count(untilReady.map((x) => x.live)),
+    notReadyAfterMs: notReadyAt === undefined ? undefined : notReadyAt - downAt,
+    notReadyForMs:
+      notReadyAt === undefined || readyAgainAt === undefined ? undefined : readyAgainAt - notReadyAt,
+    readyAgainAfterMs: readyAgainAt === undefined ? undefined : readyAgainAt - apiHealthyAt,
+    reason,
+  };
+}
+
 export async function outageScenario(opts: {
   models: number;
   seed: number;
   log: Log;
+  /** How long the API server stays stopped in the long outage (default 25 s). */
+  longOutageMs?: number;
 }): Promise<OutageResult> {
   const s = await stage("chaos-outage");
   try {
@@ -244,6 +361,8 @@ export async function outageScenario(opts: {
     await s.cluster.restartApiServer(1000);
     await sleep(5000);
     outage = false;
+    // Longer than the readiness grace period: /readyz must show it, /healthz must not.
+    const readiness = await measureReadiness(s, op, opts.longOutageMs ?? 25_000, opts.log);
     churning = false;
     await driver;
     probing = false;
@@ -256,6 +375,7 @@ export async function outageScenario(opts: {
       operatorExited: !op.alive,
       readyz,
       healthz,
+      readiness,
       watchErrors: watchErrors.length,
       gone410: watchErrors.filter((l) => /"code":410|Gone|Expired|too old/.test(l)).length,
       churn: churn.stats,
