@@ -1,7 +1,18 @@
 // Azure Blob (azblob://account/container/prefix or https://account.blob.core.windows.net/...)
-// with @azure/storage-blob: a connection string, a SAS token, or anonymous for public containers.
+// with @azure/storage-blob: a connection string, a SAS token, or anonymous for public containers;
+// the CA bundle (MLMODEL_CA_BUNDLE or ca.crt) is trusted for an https endpoint.
+
+import https from "node:https";
 import type { Readable } from "node:stream";
-import { BlobServiceClient, type ContainerClient, type StoragePipelineOptions } from "@azure/storage-blob";
+import {
+  type AnonymousCredential,
+  BlobServiceClient,
+  type ContainerClient,
+  Pipeline,
+  type RequestPolicyFactory,
+  type StoragePipelineOptions,
+  type StorageSharedKeyCredential,
+} from "@azure/storage-blob";
 import { credentialNames } from "../contract.ts";
 import type { Credentials } from "../credentials.ts";
 import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
@@ -14,6 +25,26 @@ const names = credentialNames.azure;
 const pipelineOptions: StoragePipelineOptions = { retryOptions: { maxTries: 1 } };
 
 function serviceClient(account: string, creds: Credentials): BlobServiceClient {
+  const client = plainServiceClient(account, creds);
+  const ca = creds.caCertificates();
+  if (!ca) return client;
+  // The SDK's HTTP client has no CA option, but honours an agent set on the request: a request
+  // policy gives every https request one that trusts the system roots plus the bundle.
+  const agent = new https.Agent({ keepAlive: true, ca });
+  const trustBundle: RequestPolicyFactory = {
+    create: (next) => ({
+      sendRequest: (request) => {
+        if (request.url.startsWith("https:")) request.agent = agent;
+        return next.sendRequest(request);
+      },
+    }),
+  };
+  // Same URL (SAS included) and credential (shared key or anonymous), one more policy.
+  const credential = client.credential as StorageSharedKeyCredential | AnonymousCredential;
+  return new BlobServiceClient(client.url, new Pipeline([credential, trustBundle], pipelineOptions));
+}
+
+function plainServiceClient(account: string, creds: Credentials): BlobServiceClient {
   const connectionString = creds.get(names.connectionString);
   if (connectionString) return BlobServiceClient.fromConnectionString(connectionString, pipelineOptions);
   const endpoint = (creds.get(names.blobEndpoint) ?? `https://${account}.blob.core.windows.net`).replace(

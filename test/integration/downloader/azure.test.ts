@@ -2,13 +2,22 @@
 // loopback: a connection string, a SAS token, and a SAS that does not grant reading.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import https from "node:https";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { BlobServiceClient, ContainerSASPermissions, SASProtocol } from "@azure/storage-blob";
+import {
+  BlobServiceClient,
+  ContainerSASPermissions,
+  Pipeline,
+  type RequestPolicyFactory,
+  SASProtocol,
+  StorageSharedKeyCredential,
+} from "@azure/storage-blob";
 import {
   azuriteMain,
   freePort,
   httpAnswers,
+  makeCertificates,
   randomBytes,
   runDownload,
   type Started,
@@ -144,5 +153,92 @@ describe("azblob:// downloads (Azurite)", () => {
     const res = await runDownload(["--uri", uri, "--dest", restarted], cs);
     assert.equal(res.code, 0, res.stderr);
     assert.deepEqual(readFileSync(join(restarted, "model-00001.safetensors")), body);
+  });
+});
+
+describe("azblob:// over HTTPS with a private CA (Azurite --cert/--key)", () => {
+  let azurite: Started;
+  let work: string;
+  let caFile: string;
+  let connectionString: string;
+  const body = randomBytes(700_000, 21);
+
+  before(async () => {
+    work = tempDir("azure-tls");
+    const pki = makeCertificates();
+    caFile = pki.caFile;
+    const port = await freePort();
+    const endpoint = `https://127.0.0.1:${port}/${account}`;
+    azurite = await startProcess(
+      process.execPath,
+      [
+        azuriteMain(),
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        String(port),
+        "--cert",
+        join(pki.dir, "server.crt"),
+        "--key",
+        join(pki.dir, "server.key"),
+        "--silent",
+        "--skipApiVersionCheck",
+        "--inMemoryPersistence",
+      ],
+      `https://127.0.0.1:${port}`,
+      // Ready once it answers TLS with the test CA's certificate (any HTTP status).
+      (url) =>
+        new Promise((resolve) => {
+          const req = https.get(url, { ca: pki.ca, timeout: 1000 }, (res) => {
+            res.resume();
+            resolve(true);
+          });
+          req.on("error", () => resolve(false));
+        }),
+    );
+    connectionString = `DefaultEndpointsProtocol=https;AccountName=${account};AccountKey=${accountKey};BlobEndpoint=${endpoint};`;
+    // The test seeds through an agent that trusts the test CA (the SDK has no CA option).
+    const agent = new https.Agent({ ca: pki.ca });
+    const trust: RequestPolicyFactory = {
+      create: (next) => ({
+        sendRequest: (request) => {
+          request.agent = agent;
+          return next.sendRequest(request);
+        },
+      }),
+    };
+    const seed = new BlobServiceClient(
+      endpoint,
+      new Pipeline([new StorageSharedKeyCredential(account, accountKey), trust]),
+    ).getContainerClient("models");
+    await seed.create();
+    await seed.getBlockBlobClient("secure/model.onnx").uploadData(body);
+  });
+  after(() => azurite?.stop());
+
+  it("trusts MLMODEL_CA_BUNDLE for an https endpoint (connection string)", async () => {
+    const dest = join(work, "trusted");
+    const res = await runDownload(["--uri", `azblob://${account}/models/secure/model.onnx`, "--dest", dest], {
+      AZURE_STORAGE_CONNECTION_STRING: connectionString,
+      MLMODEL_CA_BUNDLE: caFile,
+    });
+    assert.equal(res.code, 0, res.stderr);
+    assert.deepEqual(readFileSync(join(dest, "model.onnx")), body);
+  });
+
+  it("refuses the endpoint without the bundle, as a TLSError naming ca.crt", async () => {
+    const res = await runDownload(
+      [
+        "--uri",
+        `azblob://${account}/models/secure/model.onnx`,
+        "--dest",
+        join(work, "untrusted"),
+        "--retries",
+        "1",
+      ],
+      { AZURE_STORAGE_CONNECTION_STRING: connectionString },
+    );
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /TLSError: .*ca\.crt/);
   });
 });
