@@ -16,7 +16,7 @@ import {
   waitForNodesReady,
 } from "./bootstrap.ts";
 import { renderKubeconfig } from "./kubeconfig.ts";
-import { kwokStagesFile } from "./paths.ts";
+import { kwokConfigFile, kwokStagesFile } from "./paths.ts";
 import { generatePki } from "./pki.ts";
 import {
   ComponentError,
@@ -241,6 +241,7 @@ function componentArgs(dir: string, ports: Ports): Record<Component, string[]> {
     ],
     kwok: [
       `--kubeconfig=${kubeconfig("kwok")}`,
+      `--config=${kwokConfigFile}`,
       `--config=${kwokStagesFile}`,
       "--manage-all-nodes=false",
       "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",

@@ -21,3 +21,5 @@ export const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), ".."
 
 export const wrapperModulesDir = join(packageRoot, "controlplane", "modules");
 export const kwokStagesFile = join(packageRoot, "controlplane", "kwok", "stages.yaml");
+/** kwok's KwokConfiguration (its parallelism). */
+export const kwokConfigFile = join(packageRoot, "controlplane", "kwok", "kwok.yaml");
