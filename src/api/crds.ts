@@ -128,6 +128,12 @@ export const mlModelCrd = crd({
       description: "Ready serving replicas.",
     },
     { name: "Replicas", type: "integer", jsonPath: ".status.replicas", description: "Serving replicas." },
+    {
+      name: "Download",
+      type: "string",
+      jsonPath: ".status.download.progress",
+      description: "Download progress reported by the download Job: percent, bytes, rate.",
+    },
     { name: "URL", type: "string", jsonPath: ".status.url", description: "In-cluster URL." },
     {
       name: "Version",

@@ -391,8 +391,10 @@ export const mlModelSpecSchema = {
   ],
 } as const;
 
-// Two writers share status.download: the operator owns job, jobState and attempts (from the
-// Job); the downloader pod owns the progress fields (see src/downloader/contract.ts).
+// Two writers share status.download (server-side apply, one field manager each): the operator
+// owns job, jobState and attempts (from the Job); the downloader pod owns the progress fields
+// (downloaderStatusFields in src/downloader/contract.ts), under the field manager
+// "mlmodel-downloader", with a Role that allows it only that model's status.
 const downloadStatus = {
   type: "object",
   description: "The model download of the current content (uri, version, sha256).",
@@ -418,6 +420,12 @@ const downloadStatus = {
     updatedAt: { type: "string", format: "date-time", description: "When progress was last reported." },
     finishedAt: { type: "string", format: "date-time", description: "When it finished." },
     message: { type: "string", description: "The downloader's failure message." },
+    progress: {
+      type: "string",
+      maxLength: 120,
+      description:
+        'One human line written by the downloader, shown in the Download column of kubectl get mlm: "34% 412Mi/1.2Gi 56Mi/s", "412Mi 56Mi/s" (size unknown), "verifying 1.2Gi", "100% 1.2Gi" or "failed at 34% 412Mi/1.2Gi".',
+    },
   },
 } as const;
 
@@ -470,7 +478,8 @@ const revisionStatus = {
 
 export const mlModelStatusSchema = {
   type: "object",
-  description: "Observed state, written by the operator only.",
+  description:
+    "Observed state, written by the operator, except the progress fields of download, which the download Job writes.",
   properties: {
     phase: {
       type: "string",

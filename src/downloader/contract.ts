@@ -102,8 +102,23 @@ export function partialDirFor(dest: string): string {
 }
 
 /**
+ * Exit codes. Both non-zero codes are final verdicts (a rerun with the same args and
+ * credentials fails the same way), so the operator's Job fails at once on either
+ * (podFailurePolicy FailJob) instead of retrying pods; other exits (137 OOM kill, eviction)
+ * are retried up to the Job's backoffLimit.
+ */
+export const exitCodes = {
+  /** DEST is complete (or pvc:// content verified in place). */
+  ok: 0,
+  /** The download failed; the termination log says why (one line, below). */
+  failed: 1,
+  /** Bad flags (usage): the Job's args are wrong, also written to the termination log. */
+  usage: 2,
+} as const;
+
+/**
  * On failure the downloader writes ONE line to this file (Kubernetes' terminationMessagePath)
- * and the same line to stderr, then exits 1. The operator copies it into the MLModel's
+ * and the same line to stderr, then exits 1 (2 for bad flags). The operator copies it into the MLModel's
  * condition message. Format: `<uri>: <Reason>: <what to check>`, for example
  * `s3://models/resnet: AccessDenied: check the keys in Secret model-creds`.
  * Reason is one CamelCase word from {@link FailureReason}.
@@ -143,6 +158,18 @@ export const mlmodelResource = {
   plural: "mlmodels",
 } as const;
 
+/**
+ * The ServiceAccount the operator gives the download Job (one per model, named by the
+ * operator's childNames.downloader): its Role allows only `patch` on `mlmodels/status` with
+ * `resourceNames: [<model>]`, so the token in the pod can touch this model's status only.
+ */
+export const downloaderRoleRule = (model: string) => ({
+  apiGroups: [mlmodelResource.group],
+  resources: [`${mlmodelResource.plural}/status`],
+  resourceNames: [model],
+  verbs: ["patch"],
+});
+
 /** The fields this downloader owns under status.download (the CRD schema must allow them). */
 export interface DownloadStatus {
   phase: "Downloading" | "Verifying" | "Extracting" | "Complete" | "Failed";
@@ -157,4 +184,29 @@ export interface DownloadStatus {
   finishedAt?: string;
   /** The termination-log line when phase is Failed. */
   message?: string;
+  /**
+   * One short human line, the `Download` column of `kubectl get mlm`:
+   * "34% 412Mi/1.2Gi 56Mi/s", "412Mi 56Mi/s" (size unknown), "verifying 1.2Gi", "100% 1.2Gi",
+   * "failed at 34% 412Mi/1.2Gi". See progressText in progress.ts.
+   */
+  progress: string;
 }
+
+/**
+ * Every field of {@link DownloadStatus}: the downloader's share of status.download. The operator
+ * never sends them (it would take their ownership) and clears them when it starts a new Job, so
+ * progress shown is always that of the current download.
+ */
+export const downloaderStatusFields = [
+  "phase",
+  "bytesDone",
+  "bytesTotal",
+  "bytesPerSecond",
+  "filesDone",
+  "filesTotal",
+  "startedAt",
+  "updatedAt",
+  "finishedAt",
+  "message",
+  "progress",
+] as const satisfies readonly (keyof DownloadStatus)[];

@@ -86,12 +86,14 @@ export class Progress {
       filesDone: this.filesDoneCount,
       startedAt: this.startedAt.toISOString(),
       updatedAt: new Date(this.now()).toISOString(),
+      progress: "",
     };
     const total = this.bytesTotal();
     if (total !== undefined) s.bytesTotal = total;
     if (this.filesTotalCount !== undefined) s.filesTotal = this.filesTotalCount;
     if (this.finishedAt) s.finishedAt = this.finishedAt.toISOString();
     if (this.message !== undefined) s.message = this.message;
+    s.progress = progressText(s);
     return s;
   }
 }
@@ -114,4 +116,44 @@ export function progressLine(s: DownloadStatus): string {
   const total = s.bytesTotal === undefined ? "" : ` / ${formatBytes(s.bytesTotal)}`;
   const files = s.filesTotal === undefined ? "" : `, ${s.filesDone}/${s.filesTotal} files`;
   return `${s.phase}: ${formatBytes(s.bytesDone)}${total}${pct} ${formatBytes(s.bytesPerSecond)}/s${files}`;
+}
+
+/** Kubernetes-style short size for a table cell: "412Mi", "1.2Gi", "980Ki", "512B". */
+export function shortBytes(n: number): string {
+  const units = ["B", "Ki", "Mi", "Gi", "Ti", "Pi"];
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  if (i === 0) return `${v}B`;
+  // One decimal below 10 (1.2Gi), none above (412Mi); never "10.0".
+  const text = v < 9.95 ? v.toFixed(1) : String(Math.round(v));
+  return `${text}${units[i]}`;
+}
+
+/**
+ * status.download.progress, the `Download` column of `kubectl get mlm`: short enough for a
+ * table cell, and only what is known (no percent without a total).
+ */
+export function progressText(s: DownloadStatus): string {
+  const total = s.bytesTotal;
+  const pct = total ? `${Math.min(100, Math.floor((100 * s.bytesDone) / total))}% ` : "";
+  const sizes =
+    total === undefined ? shortBytes(s.bytesDone) : `${shortBytes(s.bytesDone)}/${shortBytes(total)}`;
+  switch (s.phase) {
+    case "Downloading": {
+      const files =
+        s.filesTotal !== undefined && s.filesTotal > 1 ? ` ${s.filesDone}/${s.filesTotal} files` : "";
+      return `${pct}${sizes} ${shortBytes(s.bytesPerSecond)}/s${files}`;
+    }
+    case "Verifying":
+    case "Extracting":
+      return `${s.phase.toLowerCase()} ${shortBytes(s.bytesDone)}`;
+    case "Complete":
+      return `100% ${shortBytes(s.bytesDone)}`;
+    case "Failed":
+      return `failed at ${pct}${sizes}`;
+  }
 }

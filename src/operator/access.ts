@@ -53,6 +53,17 @@ export const operatorAccess: Access[] = [
   },
   { kind: builtinKinds.ConfigMap, verbs: read, why: "waits for a missing model config ConfigMap" },
   { kind: builtinKinds.Event, verbs: ["create", "patch"], why: "Events on status transitions" },
+  // The download Job's own identity, applied (server-side apply: a PATCH that may create) when
+  // a Job is created and garbage-collected with the MLModel; never read, listed or cached. The
+  // Role grants only `patch` on its own model's mlmodels/status, which the operator holds
+  // itself (RBAC lets it create a Role or binding only with rights it has: no escalate/bind).
+  { kind: builtinKinds.ServiceAccount, verbs: ["create", "patch"], why: "the download Job's identity" },
+  {
+    kind: builtinKinds.Role,
+    verbs: ["create", "patch"],
+    why: "the download Job may patch its own model's status (progress), nothing else",
+  },
+  { kind: builtinKinds.RoleBinding, verbs: ["create", "patch"], why: "binds that Role to the download Job" },
 ];
 
 /** Leader election, only when --leader-elect is on (namespaced to the operator's namespace). */

@@ -14,8 +14,11 @@ import type {
   V1PodSpec,
   V1PodTemplateSpec,
   V1Probe,
+  V1Role,
+  V1RoleBinding,
   V1SecurityContext,
   V1Service,
+  V1ServiceAccount,
   V1Volume,
   V1VolumeMount,
   V2HorizontalPodAutoscaler,
@@ -24,6 +27,10 @@ import {
   credentialsDirEnv,
   credentialsSecretNameEnv,
   downloadCommand,
+  downloaderRoleRule,
+  exitCodes,
+  modelNameEnv,
+  modelNamespaceEnv,
   terminationLogPath,
 } from "../downloader/contract.ts";
 import type { OwnerReference } from "../runtime/types.ts";
@@ -100,6 +107,42 @@ export function desiredStorage(
   };
 }
 
+/**
+ * The download Job's identity: a ServiceAccount of its own, a Role that allows only `patch` on
+ * this model's `mlmodels/status` (the downloader server-side-applies its progress there), and
+ * the RoleBinding between them. Owned by the MLModel, so they go with it. None when nothing is
+ * downloaded. The serving pods never get this account (they mount no token at all).
+ */
+export function desiredDownloadIdentity(
+  plan: ServingPlan,
+  owner: OwnerReference,
+): [V1ServiceAccount, V1Role, V1RoleBinding] | undefined {
+  if (plan.source.type !== "download") return undefined;
+  const name = childNames.downloader(plan.name);
+  return [
+    {
+      apiVersion: "v1",
+      kind: "ServiceAccount",
+      metadata: meta(plan, owner, name, "download"),
+      // Only the download pod mounts a token (its pod spec opts in).
+      automountServiceAccountToken: false,
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: meta(plan, owner, name, "download"),
+      rules: [downloaderRoleRule(plan.name)],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: meta(plan, owner, name, "download"),
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
+      subjects: [{ kind: "ServiceAccount", name, namespace: plan.namespace }],
+    },
+  ];
+}
+
 /** The Job that runs `mlmodel download` into the claim; none when nothing is downloaded. */
 export function desiredDownloadJob(
   plan: ServingPlan,
@@ -117,6 +160,9 @@ export function desiredDownloadJob(
     ...(source.sha256 ? ["--sha256", source.sha256] : []),
   ];
   const env = [
+    // Progress goes into this MLModel's status.download (see docs/downloader.md, "Progress").
+    { name: modelNameEnv, value: plan.name },
+    { name: modelNamespaceEnv, value: plan.namespace },
     { name: credentialsDirEnv, value: defaults.credentialsDir },
     ...(plan.credentials ? [{ name: credentialsSecretNameEnv, value: plan.credentials.secretName }] : []),
   ];
@@ -127,19 +173,30 @@ export function desiredDownloadJob(
     metadata: meta(plan, owner, source.jobName, "download"),
     spec: {
       backoffLimit: defaults.downloadBackoffLimit,
-      // The downloader retries transient errors itself and exits 1 only with a final verdict
-      // (written to its termination message), so that fails the Job at once instead of after
-      // minutes of pod back-off; other exits (OOM kill, eviction) use the backoff limit.
+      // The downloader retries transient errors itself and exits 1 (failed) or 2 (bad flags)
+      // only with a final verdict (written to its termination message), so either fails the Job
+      // at once instead of after minutes of pod back-off; other exits (OOM kill, eviction) use
+      // the backoff limit.
       podFailurePolicy: {
         rules: [
-          { action: "FailJob", onExitCodes: { containerName: "download", operator: "In", values: [1] } },
+          {
+            action: "FailJob",
+            onExitCodes: {
+              containerName: "download",
+              operator: "In",
+              values: [exitCodes.failed, exitCodes.usage],
+            },
+          },
         ],
       },
       template: {
         metadata: { labels: podLabels },
         spec: {
           restartPolicy: "Never",
-          automountServiceAccountToken: false,
+          // Its own account (desiredDownloadIdentity), whose token may patch only this model's
+          // status: the one pod of ours that mounts a token.
+          serviceAccountName: childNames.downloader(plan.name),
+          automountServiceAccountToken: true,
           securityContext: podSecurity(defaults.runAsUser),
           containers: [
             {

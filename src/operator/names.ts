@@ -72,6 +72,11 @@ export const childNames = {
   storage: (model: string) => `${model}-model`,
   /** One Job per model content (uri, version, checksum): Job templates are immutable. */
   download: (model: string, contentHash: string) => `${model}-dl-${contentHash}`,
+  /**
+   * The download Job's ServiceAccount, and its Role and RoleBinding (one per model, shared by
+   * its Jobs). A model name has at most 48 characters, so this stays within 63 (59).
+   */
+  downloader: (model: string) => `${model}-downloader`,
   deployment: (model: string) => model,
   service: (model: string) => model,
   autoscaler: (model: string) => model,

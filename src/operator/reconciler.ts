@@ -16,6 +16,7 @@ import type {
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
 import type { MLModel, MLModelStatus } from "../api/mlmodel.ts";
 import type { AnyServingRuntime } from "../api/servingruntime.ts";
+import { downloaderStatusFields } from "../downloader/contract.ts";
 import {
   builtinKinds,
   CONTROLLER_OWNER_INDEX,
@@ -32,6 +33,7 @@ import {
   desiredAutoscaler,
   desiredDeployment,
   desiredDisruptionBudget,
+  desiredDownloadIdentity,
   desiredDownloadJob,
   desiredService,
   desiredStorage,
@@ -246,7 +248,12 @@ async function syncDownloadJob(
   jobs: V1Job[],
 ): Promise<{ job?: V1Job; retryLater?: boolean }> {
   const desired = desiredDownloadJob(plan, controllerOwnerRef(model), options);
-  if (!desired) return {};
+  if (!desired) {
+    // Nothing is downloaded (pvc://, an image): a past download's progress would be a claim
+    // about content no longer served.
+    if (staleProgress(ctx, model)) await clearProgress(ctx, model, null);
+    return {};
+  }
   const name = desired.metadata!.name!;
   const actual = jobs.find((j) => j.metadata?.name === name);
   const secretVersion = plan.credentials
@@ -269,6 +276,9 @@ async function syncDownloadJob(
     return { retryLater: true };
   }
   if (actual) return { job: actual };
+  await applyDownloadIdentity(ctx, model, plan);
+  // The progress shown must be this Job's: a previous download's (Complete, 100%) goes first.
+  if (staleProgress(ctx, model)) await clearProgress(ctx, model, "progress");
   desired.metadata!.annotations = { [jobSpecHash]: specHash, [retryKey]: inputs };
   const created = await ctx.client.apply(builtinKinds.Job, desired as KubeObject, {
     fieldManager,
@@ -278,13 +288,68 @@ async function syncDownloadJob(
   return { job: created as V1Job };
 }
 
-/** Status fields the operator owns (the downloader owns status.download's progress fields). */
-function operatorOwned(status: MLModelStatus | undefined): unknown {
+/**
+ * The download Job's ServiceAccount, Role and RoleBinding, applied each time a Job is created
+ * (idempotent) instead of cached: the operator neither watches nor holds every Role,
+ * RoleBinding and ServiceAccount of the cluster. Applied without force: a same-named object
+ * that another manager wrote (a user's Role) is a conflict, reported, never taken over.
+ */
+async function applyDownloadIdentity(
+  ctx: ReconcileContext,
+  model: MLModel,
+  plan: ServingPlan,
+): Promise<void> {
+  const identity = desiredDownloadIdentity(plan, controllerOwnerRef(model));
+  if (!identity) return;
+  const [account, role, binding] = identity;
+  const apply = (kind: ResourceKind, obj: object) =>
+    ctx.client.apply(kind, obj as KubeObject, { fieldManager, force: false, signal: ctx.signal });
+  // The pod is refused while its ServiceAccount is missing, and the binding names the Role.
+  await Promise.all([apply(builtinKinds.ServiceAccount, account), apply(builtinKinds.Role, role)]);
+  await apply(builtinKinds.RoleBinding, binding);
+}
+
+/** Whether the model's status (as cached, with what the downloader wrote) holds progress. */
+function staleProgress(ctx: ReconcileContext, model: MLModel): boolean {
+  const cached = ctx.cache<MLModel>(mlModelKind).get({
+    namespace: model.metadata.namespace,
+    name: model.metadata.name!,
+  });
+  const download = cached?.status?.download as Record<string, unknown> | undefined;
+  return downloaderStatusFields.some((f) => download?.[f] !== undefined);
+}
+
+/**
+ * Removes the downloader's progress fields (a JSON merge patch: the operator cannot drop
+ * fields another manager owns by applying). "progress": those fields only, the operator's
+ * job/jobState/attempts stay; null: status.download as a whole (nothing is downloaded).
+ */
+async function clearProgress(ctx: ReconcileContext, model: MLModel, what: "progress" | null): Promise<void> {
+  const download = what === null ? null : Object.fromEntries(downloaderStatusFields.map((f) => [f, null]));
+  ctx.log.info({ what: what ?? "download" }, "clearing the previous download's progress from status");
+  await ctx.client.patch(
+    mlModelKind,
+    { namespace: model.metadata.namespace!, name: model.metadata.name! },
+    { status: { download } },
+    "merge",
+    { subresource: "status", fieldManager, signal: ctx.signal },
+  );
+}
+
+/**
+ * Status fields the operator owns and applies. The downloader owns status.download's progress
+ * fields: they are left out, so comparing never sees the downloader's changes as the
+ * operator's, and applying never takes their ownership.
+ */
+export function operatorOwned(status: MLModelStatus | undefined): unknown {
   if (!status) return {};
   const { download, ...rest } = status;
-  if (!download) return rest;
-  const { job, jobState: js, attempts } = download;
-  return { ...rest, download: { job, jobState: js, attempts } };
+  const { job, jobState: js, attempts } = download ?? {};
+  const mine = Object.fromEntries(
+    Object.entries({ job, jobState: js, attempts }).filter(([, v]) => v !== undefined),
+  );
+  // Progress alone (before the operator wrote its fields, or after) is no operator status.
+  return Object.keys(mine).length ? { ...rest, download: mine } : rest;
 }
 
 export async function reconcileMLModel(

@@ -1,9 +1,14 @@
 // `mlmodel download --uri URI --dest DIR [--sha256 HEX]`: what the download Job runs.
 // Exit 0 = DEST holds the complete model (or pvc:// content verified in place); exit 1 = failed,
-// with one line `<uri>: <Reason>: <detail>` on stderr and in the termination log.
+// exit 2 = bad flags, with one line `<uri>: <Reason>: <detail>` on stderr and in the termination log.
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { progressIntervalMs, terminationLogEnv, terminationLogPath } from "../../downloader/contract.ts";
+import {
+  exitCodes,
+  progressIntervalMs,
+  terminationLogEnv,
+  terminationLogPath,
+} from "../../downloader/contract.ts";
 import { normalizeSha256 } from "../../downloader/digest.ts";
 import { type DownloadOptions, defaultDownloadOptions, download } from "../../downloader/download.ts";
 import { DownloadError, failureLine, toDownloadError } from "../../downloader/errors.ts";
@@ -92,7 +97,29 @@ function writeTerminationLog(line: string): void {
   }
 }
 
+/**
+ * Bad flags exit 2 (a final verdict, like exit 1: the Job fails at once) with one line in the
+ * termination log too, so the MLModel's condition says what is wrong with the Job's args.
+ */
 export async function run(argv: string[]): Promise<number> {
+  try {
+    return await runDownload(argv);
+  } catch (err) {
+    if (err instanceof CliError && err.exitCode === exitCodes.usage)
+      writeTerminationLog(usageLine(argv, err));
+    throw err;
+  }
+}
+
+export function usageLine(argv: string[], err: Error): string {
+  const at = argv.indexOf("--uri");
+  const uri =
+    (at >= 0 ? argv[at + 1] : argv.find((a) => a.startsWith("--uri="))?.slice(6)) || "mlmodel download";
+  const first = err.message.split("\n")[0];
+  return `${uri}: InvalidArgument: ${first}; check the download Job's args (mlmodel download --help)`;
+}
+
+async function runDownload(argv: string[]): Promise<number> {
   const flags = parseFlags(argv);
   if (flags.help) {
     console.log(help);
@@ -143,7 +170,7 @@ export async function run(argv: string[]): Promise<number> {
     progress.setPhase("Complete");
     await reporter?.flush(progress.snapshot());
     log(resultLine(result));
-    return 0;
+    return exitCodes.ok;
   } catch (raw) {
     if (raw instanceof CliError) throw raw;
     const err = raw instanceof DownloadError ? raw : toDownloadError(raw);
@@ -152,7 +179,7 @@ export async function run(argv: string[]): Promise<number> {
     await reporter?.flush(progress.snapshot());
     process.stderr.write(`${line}\n`);
     writeTerminationLog(line);
-    return 1;
+    return exitCodes.failed;
   } finally {
     clearInterval(timer);
   }

@@ -74,6 +74,20 @@ describe("https:// downloads", () => {
     assert.equal(existsSync(dest), false);
   });
 
+  it("exits 2 on bad flags with one InvalidArgument line in the termination log (the Job fails at once)", async () => {
+    const log = join(work, "usage.termination-log");
+    const res = await runDownload(
+      ["--uri", `${server.url}/models/model.bin`, "--dest", join(work, "usage"), "--parallel", "lots"],
+      { MLMODEL_TERMINATION_LOG: log },
+    );
+    assert.equal(res.code, 2, res.stderr);
+    assert.equal(
+      readFileSync(log, "utf8"),
+      `${server.url}/models/model.bin: InvalidArgument: --parallel "lots" must be a whole number of at least 1; check the download Job's args (mlmodel download --help)\n`,
+    );
+    assert.equal(existsSync(join(work, "usage")), false);
+  });
+
   it("fails at once on 401 with a hint about the credentials", async () => {
     const log = join(work, "401.log");
     const count = server.fileRequests("/models/model.bin").length;

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { describe, it } from "node:test";
 import { parseSize } from "../../../src/cli/commands/download.ts";
-import { partialDirFor } from "../../../src/downloader/contract.ts";
+import { type DownloadStatus, partialDirFor } from "../../../src/downloader/contract.ts";
 import { normalizeSha256, treeDigest } from "../../../src/downloader/digest.ts";
 import { mapBounded } from "../../../src/downloader/download.ts";
 import {
@@ -13,7 +13,7 @@ import {
   toDownloadError,
 } from "../../../src/downloader/errors.ts";
 import { safeRelativePath } from "../../../src/downloader/paths.ts";
-import { Progress, progressLine } from "../../../src/downloader/progress.ts";
+import { Progress, progressLine, progressText, shortBytes } from "../../../src/downloader/progress.ts";
 import { backoffDelay } from "../../../src/downloader/retry.ts";
 import { nextLink } from "../../../src/downloader/sources/hf.ts";
 import { parseHeaderLines } from "../../../src/downloader/sources/http.ts";
@@ -199,10 +199,60 @@ describe("progress", () => {
     assert.equal(s.bytesDone, 250);
     assert.equal(s.bytesPerSecond, 125);
     assert.equal(progressLine(s), "Downloading: 250 B / 400 B (62%) 125 B/s, 0/2 files");
+    assert.equal(s.progress, "62% 250B/400B 125B/s 0/2 files", "the kubectl get mlm column");
     p.setFileBytes("b", 0); // a restart from zero goes back
     assert.equal(p.bytesDone, 100);
     now += 60_000;
     assert.equal(p.snapshot().bytesPerSecond, 0, "an idle download reports no speed");
+  });
+});
+
+describe("progress text (status.download.progress, kubectl get mlm)", () => {
+  const base = {
+    bytesPerSecond: 0,
+    filesDone: 0,
+    startedAt: "s",
+    updatedAt: "u",
+    progress: "",
+  };
+  const cases: [Partial<DownloadStatus> & Pick<DownloadStatus, "phase" | "bytesDone">, string][] = [
+    [
+      {
+        phase: "Downloading",
+        bytesDone: 412 * 2 ** 20,
+        bytesTotal: 1.2 * 2 ** 30,
+        bytesPerSecond: 56 * 2 ** 20,
+      },
+      "33% 412Mi/1.2Gi 56Mi/s",
+    ],
+    [{ phase: "Downloading", bytesDone: 5 * 2 ** 20 + 1, bytesPerSecond: 1000 }, "5.0Mi 1000B/s"],
+    [
+      {
+        phase: "Downloading",
+        bytesDone: 10 * 2 ** 30,
+        bytesTotal: 20 * 2 ** 30,
+        filesDone: 3,
+        filesTotal: 10,
+      },
+      "50% 10Gi/20Gi 0B/s 3/10 files",
+    ],
+    [{ phase: "Verifying", bytesDone: 1.2 * 2 ** 30, bytesTotal: 1.2 * 2 ** 30 }, "verifying 1.2Gi"],
+    [{ phase: "Extracting", bytesDone: 999 * 2 ** 10 }, "extracting 999Ki"],
+    [{ phase: "Complete", bytesDone: 3 * 2 ** 20, bytesTotal: 3 * 2 ** 20 }, "100% 3.0Mi"],
+    [{ phase: "Failed", bytesDone: 2 ** 20, bytesTotal: 4 * 2 ** 20 }, "failed at 25% 1.0Mi/4.0Mi"],
+    [{ phase: "Failed", bytesDone: 0 }, "failed at 0B"],
+  ];
+  for (const [status, text] of cases) {
+    it(`${status.phase} ${status.bytesDone}${status.bytesTotal ? `/${status.bytesTotal}` : ""} -> "${text}"`, () => {
+      assert.equal(progressText({ ...base, ...status }), text);
+    });
+  }
+  it("rounds to a short size without a trailing 10.0", () => {
+    assert.equal(shortBytes(0), "0B");
+    assert.equal(shortBytes(1023), "1023B");
+    assert.equal(shortBytes(1024), "1.0Ki");
+    assert.equal(shortBytes(9.97 * 2 ** 20), "10Mi");
+    assert.equal(shortBytes(1023.9 * 2 ** 20), "1024Mi");
   });
 });
 
@@ -251,6 +301,7 @@ describe("small parsers", () => {
         filesDone: 1,
         startedAt: "s",
         updatedAt: "u",
+        progress: "100% 1B",
       }),
     );
     assert.deepEqual(Object.keys(body.status), ["download"]);

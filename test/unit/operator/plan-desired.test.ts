@@ -3,11 +3,13 @@ import { describe, it } from "node:test";
 import {
   desiredAutoscaler,
   desiredDeployment,
+  desiredDownloadIdentity,
   desiredDownloadJob,
   desiredService,
   desiredStorage,
   servingPodTemplate,
 } from "../../../src/operator/desired.ts";
+import { childNames } from "../../../src/operator/names.ts";
 import { PlanError, planModel } from "../../../src/operator/plan.ts";
 import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
 import { model, runtimes, tfServing } from "./fixtures.ts";
@@ -109,6 +111,63 @@ describe("planModel and desired children", () => {
     assert.equal(c.securityContext?.allowPrivilegeEscalation, false);
     assert.equal(pod.restartPolicy, "Never");
     assert.deepEqual(job.metadata?.ownerReferences, [owner]);
+  });
+
+  it("gives the download Job its own identity: a token that may only patch its model's status", () => {
+    const plan = planModel(model(spec), tf);
+    const job = desiredDownloadJob(plan, owner, config)!;
+    const pod = job.spec!.template.spec!;
+    const c = pod.containers[0]!;
+    const [account, role, binding] = desiredDownloadIdentity(plan, owner)!;
+    assert.equal(account.metadata?.name, "resnet-downloader");
+    assert.equal(pod.serviceAccountName, account.metadata?.name);
+    assert.equal(pod.automountServiceAccountToken, true, "the download pod mounts its token");
+    assert.equal(account.automountServiceAccountToken, false, "nothing else using the account does");
+    assert.equal(
+      desiredDeployment(plan, owner).spec!.template.spec!.automountServiceAccountToken,
+      false,
+      "serving pods mount no token",
+    );
+    assert.deepEqual(
+      c.env?.filter((e) => e.name === "MLMODEL_NAME" || e.name === "MLMODEL_NAMESPACE"),
+      [
+        { name: "MLMODEL_NAME", value: "resnet" },
+        { name: "MLMODEL_NAMESPACE", value: "ml" },
+      ],
+    );
+    assert.deepEqual(role.rules, [
+      {
+        apiGroups: ["serving.mlmodel.dev"],
+        resources: ["mlmodels/status"],
+        resourceNames: ["resnet"],
+        verbs: ["patch"],
+      },
+    ]);
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "Role",
+      name: role.metadata?.name,
+    });
+    assert.deepEqual(binding.subjects, [
+      { kind: "ServiceAccount", name: "resnet-downloader", namespace: "ml" },
+    ]);
+    for (const o of [account, role, binding]) {
+      assert.deepEqual(o.metadata?.ownerReferences, [owner], `${o.kind} goes with the MLModel`);
+      assert.equal(o.metadata?.namespace, "ml");
+    }
+    // The longest model name the API accepts (48) still gives a name within 63 characters.
+    const long = "m".repeat(48);
+    assert.ok(childNames.downloader(long).length <= 63);
+    const pvc = planModel(model({ model: { uri: "pvc://shared/models/resnet", format: "tensorflow" } }), tf);
+    assert.equal(desiredDownloadIdentity(pvc, owner), undefined, "no download, no identity");
+  });
+
+  it("fails the download Job at once on exit 1 (failed) and 2 (bad flags), retries other exits", () => {
+    const job = desiredDownloadJob(planModel(model(spec), tf), owner, config)!;
+    assert.deepEqual(job.spec?.podFailurePolicy?.rules, [
+      { action: "FailJob", onExitCodes: { containerName: "download", operator: "In", values: [1, 2] } },
+    ]);
+    assert.ok((job.spec?.backoffLimit ?? 0) > 0, "an OOM kill or eviction is retried");
   });
 
   it("sizes the claim from spec.storage, default 10Gi", () => {

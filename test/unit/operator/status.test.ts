@@ -1,8 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import { mlModelStatusSchema } from "../../../src/api/mlmodel.ts";
+import { downloaderStatusFields } from "../../../src/downloader/contract.ts";
+import { Progress } from "../../../src/downloader/progress.ts";
 import { holds, needsApply, withAppliedHash } from "../../../src/operator/drift.ts";
+import { canonicalJson } from "../../../src/operator/names.ts";
 import { planModel } from "../../../src/operator/plan.ts";
+import { operatorOwned } from "../../../src/operator/reconciler.ts";
 import { computeStatus, type Observed, transitionEvent } from "../../../src/operator/status.ts";
 import { deployment, model, pod, tfServing } from "./fixtures.ts";
 
@@ -150,6 +155,59 @@ describe("computeStatus", () => {
     const running: V1Job = { metadata: { name: jobName }, status: { active: 1 } };
     const s = computeStatus(observe({ job: running }));
     assert.deepEqual([s.phase, s.download?.jobState], ["Downloading", "Running"]);
+  });
+
+  it("never sends the downloader's progress fields (that would take their ownership)", () => {
+    const running: V1Job = { metadata: { name: jobName }, status: { active: 1 } };
+    const progress = {
+      phase: "Downloading" as const,
+      bytesDone: 100,
+      bytesTotal: 400,
+      bytesPerSecond: 50,
+      filesDone: 0,
+      filesTotal: 1,
+      startedAt: "2026-01-01T00:00:00Z",
+      updatedAt: "2026-01-01T00:00:02Z",
+      progress: "25% 100B/400B 50B/s",
+    };
+    const reported = {
+      ...m,
+      status: { download: { job: jobName, jobState: "Running" as const, attempts: 1, ...progress } },
+    };
+    const s = computeStatus(observe({ model: reported, job: running }));
+    assert.deepEqual(Object.keys(s.download ?? {}).sort(), ["attempts", "job", "jobState"]);
+    for (const field of downloaderStatusFields)
+      assert.equal((s.download as Record<string, unknown>)[field], undefined, field);
+  });
+
+  it("compares only its own fields: progress alone never triggers an operator status write", () => {
+    const mine = {
+      phase: "Downloading" as const,
+      download: { job: "j", jobState: "Running" as const, attempts: 1 },
+    };
+    const withProgress = { ...mine, download: { ...mine.download, bytesDone: 5, progress: "5B 1B/s" } };
+    assert.equal(canonicalJson(operatorOwned(withProgress)), canonicalJson(operatorOwned(mine)));
+    assert.notEqual(
+      canonicalJson(operatorOwned({ ...mine, download: { ...mine.download, jobState: "Succeeded" } })),
+      canonicalJson(operatorOwned(mine)),
+      "its own field changing is a change",
+    );
+    // The downloader's fields with none of the operator's (after a pvc:// switch) are no status of its own.
+    assert.equal(
+      canonicalJson(operatorOwned({ phase: "Ready", download: { bytesDone: 5, phase: "Complete" } })),
+      canonicalJson(operatorOwned({ phase: "Ready" })),
+    );
+  });
+
+  it("the CRD's status.download fields are the operator's three plus exactly the downloader's", () => {
+    const schema = mlModelStatusSchema.properties.download.properties;
+    assert.deepEqual(
+      Object.keys(schema).sort(),
+      ["attempts", "job", "jobState", ...downloaderStatusFields].sort(),
+    );
+    const snapshot = new Progress().snapshot();
+    for (const key of Object.keys(snapshot))
+      assert.ok((downloaderStatusFields as readonly string[]).includes(key), `${key} is declared`);
   });
 
   it("keeps lastTransitionTime when a condition does not change (no needless status writes)", () => {
