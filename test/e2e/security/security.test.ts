@@ -11,12 +11,13 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { AuthorizationV1Api, CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { AuthorizationV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
+import { downloaderRoleRule } from "../../../src/downloader/contract.ts";
 import { install } from "../../../src/operator/install.ts";
 import { defaultOperatorNamespace } from "../../../src/operator/manifests.ts";
-import { operatorName } from "../../../src/operator/names.ts";
-import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
+import { childNames, operatorName } from "../../../src/operator/names.ts";
+import { ApiError, builtinKinds, KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import {
   OperatorProcess,
   operatorKubeconfig,
@@ -35,6 +36,7 @@ describe("security", () => {
   let op: OperatorProcess;
   let logFile: string;
   let volume: string;
+  let opKubeconfig: string;
 
   before(async () => {
     ns = await createNamespace("e2e-security", { podSecurity: "restricted" });
@@ -42,8 +44,13 @@ describe("security", () => {
     await install(admin);
     const dir = mkdtempSync(join(tmpdir(), "mlmodel-security-"));
     logFile = join(dir, "operator.log");
-    const kubeconfig = await operatorKubeconfig(admin, kubeConfig(), dir);
-    op = await OperatorProcess.start({ kubeconfig, namespace: ns.name, logFile, logLevel: "debug" });
+    opKubeconfig = await operatorKubeconfig(admin, kubeConfig(), dir);
+    op = await OperatorProcess.start({
+      kubeconfig: opKubeconfig,
+      namespace: ns.name,
+      logFile,
+      logLevel: "debug",
+    });
     await waitReady(op);
     volume = await provideVolume(admin, ns.name, "secure-model");
     await admin.create(builtinKinds.Secret, {
@@ -106,6 +113,21 @@ describe("security", () => {
       })
     ).items;
     assert.ok(jobPods.length >= 1, "the download Job's pod was admitted");
+    // Only the download pod mounts a token, of its own account (may patch its model's status).
+    for (const p of jobPods) {
+      const spec = (p as { spec?: { serviceAccountName?: string; automountServiceAccountToken?: boolean } })
+        .spec;
+      assert.equal(spec?.serviceAccountName, childNames.downloader("secure"));
+      assert.equal(spec?.automountServiceAccountToken, true);
+    }
+    for (const p of [
+      ...(await podsOf(admin, ns.name, "custom")),
+      ...(await podsOf(admin, ns.name, "secure")),
+    ])
+      assert.equal(
+        (p as { spec?: { automountServiceAccountToken?: boolean } }).spec?.automountServiceAccountToken,
+        false,
+      );
     const events = await core.listNamespacedEvent({ namespace: ns.name });
     const refused = events.items.filter((e) => e.reason === "FailedCreate");
     assert.deepEqual(
@@ -184,6 +206,15 @@ describe("security", () => {
       ["create", "serviceaccounts", "", ns.name, "token"],
       ["update", "leases", "coordination.k8s.io", "kube-system"],
       ["patch", "customresourcedefinitions", "apiextensions.k8s.io"],
+      // It creates the download Job's Role and RoleBinding, but holds no way around RBAC's
+      // escalation check, and never reads, deletes or mints tokens for ServiceAccounts.
+      ["escalate", "roles", "rbac.authorization.k8s.io"],
+      ["bind", "roles", "rbac.authorization.k8s.io"],
+      ["bind", "clusterroles", "rbac.authorization.k8s.io"],
+      ["get", "roles", "rbac.authorization.k8s.io"],
+      ["delete", "rolebindings", "rbac.authorization.k8s.io"],
+      ["get", "serviceaccounts", ""],
+      ["delete", "serviceaccounts", ""],
     ];
     const granted = [];
     for (const [verb, resource, group, namespace, sub] of denied) {
@@ -191,6 +222,51 @@ describe("security", () => {
         granted.push(`${verb} ${resource}${sub ? `/${sub}` : ""}`);
     }
     assert.deepEqual(granted, [], "permissions beyond the generated roles");
+  });
+
+  it("the operator can create the download Job's Role, but no Role or binding beyond its own rights", async () => {
+    const kc = new KubeConfig();
+    kc.loadFromFile(opKubeconfig);
+    const asOperator = KubeClient.fromKubeConfig(kc);
+    const role = (name: string, rules: object[]) =>
+      ({
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "Role",
+        metadata: { name, namespace: ns.name },
+        rules,
+      }) as KubeObject;
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 200,
+        (err: unknown) => (err instanceof ApiError ? err.code : -1),
+      );
+    // What the download identity needs (the operator holds patch on mlmodels/status itself).
+    assert.equal(
+      await code(asOperator.create(builtinKinds.Role, role("dl-like", [downloaderRoleRule("secure")]))),
+      200,
+    );
+    // Anything more is refused by the API server's escalation check.
+    assert.equal(
+      await code(
+        asOperator.create(
+          builtinKinds.Role,
+          role("escalating", [{ apiGroups: [""], resources: ["secrets"], verbs: ["create"] }]),
+        ),
+      ),
+      403,
+    );
+    assert.equal(
+      await code(
+        asOperator.create(builtinKinds.RoleBinding, {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "RoleBinding",
+          metadata: { name: "to-admin", namespace: ns.name },
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "admin" },
+          subjects: [{ kind: "ServiceAccount", name: "default", namespace: ns.name }],
+        } as KubeObject),
+      ),
+      403,
+    );
   });
 
   it("the only bindings of the operator's ServiceAccount are its generated roles", async () => {
