@@ -67,6 +67,7 @@ describe("download progress in status, end to end with the Job's own identity", 
   let admin: KubeClient;
   let op: RunningOperator;
   let volume: string;
+  let sharedVolume: string | undefined;
   const server = new FileServer();
   const body = randomBytes(size, 41);
   let job: V1Job;
@@ -115,7 +116,8 @@ describe("download progress in status, end to end with the Job's own identity", 
     await op?.stop();
     await server.stop();
     await ns?.delete();
-    if (volume) await admin.delete(builtinKinds.PersistentVolume, { name: volume }).catch(() => {});
+    for (const v of [volume, sharedVolume])
+      if (v) await admin.delete(builtinKinds.PersistentVolume, { name: v }).catch(() => {});
   });
 
   const get = () => admin.get<MLModel>(mlModelKind, { namespace: ns.name, name: model });
@@ -378,6 +380,61 @@ describe("download progress in status, end to end with the Job's own identity", 
     assert.equal(d.progress, undefined, JSON.stringify(d));
     assert.equal(d.bytesDone, undefined);
     assert.equal(d.phase, undefined);
+  });
+
+  it("a model that no longer downloads (pvc://) shows no download progress", async () => {
+    // Progress reported for the current Job, by its own identity...
+    const kc = new KubeConfig();
+    kc.loadFromFile(tokenKubeconfig);
+    const now = new Date().toISOString();
+    await KubeClient.fromKubeConfig(kc).applyStatus(
+      mlModelKind,
+      {
+        apiVersion: "serving.mlmodel.dev/v1alpha1",
+        kind: "MLModel",
+        metadata: { name: model, namespace: ns.name },
+        status: {
+          download: {
+            phase: "Complete",
+            bytesDone: 1,
+            bytesPerSecond: 0,
+            filesDone: 1,
+            startedAt: now,
+            updatedAt: now,
+            progress: "100% 1B",
+          },
+        },
+      },
+      { fieldManager: progressFieldManager, force: true },
+    );
+    assert.equal((await get())?.status?.download?.progress, "100% 1B");
+    // ...then the model moves to a claim of the user's: nothing is downloaded any more.
+    await admin.apply(
+      builtinKinds.PersistentVolumeClaim,
+      {
+        apiVersion: "v1",
+        kind: "PersistentVolumeClaim",
+        metadata: { name: "shared", namespace: ns.name },
+        spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+      },
+      { fieldManager: "e2e", force: true },
+    );
+    sharedVolume = await provideVolume(admin, ns.name, "shared");
+    await admin.patch(
+      mlModelKind,
+      { namespace: ns.name, name: model },
+      { spec: { model: { uri: "pvc://shared/models/resnet", version: null } } },
+      "merge",
+    );
+    const m = await waitFor("status of the pvc:// model", async () => {
+      const x = await get();
+      return x?.status?.observedGeneration === x?.metadata.generation &&
+        x?.status?.conditions?.some((c) => c.type === "ModelDownloaded" && c.reason === "NotRequired")
+        ? x
+        : undefined;
+    });
+    await waitFor("the old progress to be gone", async () => !(await get())?.status?.download);
+    assert.ok(m.status?.conditions?.length);
   });
 
   it("deleting the model removes the Job's identity (owner references)", async () => {
