@@ -88,7 +88,7 @@ if (selected.includes("outage")) {
   const x = r.readiness;
   const sec = (ms: number | undefined) => (ms === undefined ? "never" : `${(ms / 1000).toFixed(1)} s`);
   log(
-    `outage: API server down ${sec(x.apiDownMs)}: /readyz ${JSON.stringify(x.readyz)}, /healthz ${JSON.stringify(x.healthz)} (until ready again ${JSON.stringify(x.healthzUntilReady)}); not ready ${sec(x.notReadyAfterMs)} after the API went down, for ${sec(x.notReadyForMs)}; ready again ${sec(x.readyAgainAfterMs)} after the API server was healthy`,
+    `outage: (ready when stopped: ${x.readyBefore}) API server down ${sec(x.apiDownMs)}: /readyz ${JSON.stringify(x.readyz)}, /healthz ${JSON.stringify(x.healthz)} (until ready again ${JSON.stringify(x.healthzUntilReady)}); not ready ${sec(x.notReadyAfterMs)} after the API went down, for ${sec(x.notReadyForMs)}; ready again ${sec(x.readyAgainAfterMs)} after the API server's port accepted again (its health check passed ${sec(x.apiHealthyAfterMs)} after that)`,
   );
   log(`outage: /readyz said: ${x.reason?.replaceAll("\n", " | ") ?? "(never failed)"}`);
   check("outage", (x.readyz["500"] ?? 0) > 0, "/readyz failed while the API server was down");

@@ -49,7 +49,7 @@ describe("chaos (short): API server restarted, etcd compacted (410 Gone)", () =>
       (x.readyz["500"] ?? 0) > 0,
       `/readyz answered 500 while the API server was down: ${JSON.stringify(x)}`,
     );
-    assert.match(x.reason ?? "", /informer-watch failed: list\/watch failing: .*MLModel/);
+    assert.match(x.reason ?? "", /informer-watch failed: list\/watch failing: .*MLModel.*ECONNREFUSED/);
     assert.notEqual(x.readyAgainAfterMs, undefined, "/readyz was 200 again after the API server came back");
   });
 

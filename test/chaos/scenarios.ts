@@ -211,8 +211,12 @@ export interface OutageResult {
  * 250 ms on a noisy machine: indicative only, never asserted.
  */
 export interface ReadinessFigures {
-  /** How long the API server's port refused connections (first refused probe -> healthy again). */
+  /** /readyz was 200 when the API server was stopped (false: still failing from before). */
+  readyBefore: boolean;
+  /** How long the API server's port refused connections (first refused -> accepting again). */
   apiDownMs: number;
+  /** Port accepting again -> the harness's health check passed (post-start hooks). */
+  apiHealthyAfterMs: number;
   /** /readyz and /healthz codes while the API server was down (0 = no answer within 2 s). */
   readyz: Record<string, number>;
   healthz: Record<string, number>;
@@ -222,7 +226,7 @@ export interface ReadinessFigures {
   notReadyAfterMs: number | undefined;
   /** First /readyz not 200 -> first /readyz 200 again. */
   notReadyForMs: number | undefined;
-  /** API server healthy again -> first /readyz 200 (undefined: not within 3 minutes). */
+  /** API server's port accepting again -> first /readyz 200 (undefined: not within 3 min). */
   readyAgainAfterMs: number | undefined;
   /** The body of the first failing /readyz (names the informers and their last error). */
   reason: string | undefined;
@@ -267,49 +271,69 @@ export async function measureReadiness(
         op.probe("/healthz"),
       ]);
       samples.push({ at: Date.now(), apiUp, ready: ready.status, live });
-      if (ready.status !== 200 && ready.status !== 0) reason ??= ready.body.trim();
+      // The last failure while the port was closed: by then every cache has passed its grace.
+      if (!apiUp && ready.status === 500) reason = ready.body.trim();
       await sleep(250);
     }
   })();
-  log(`stopping the API server for ${downMs / 1000} s`);
+  // Start from a ready operator, or the figures mix in the previous fault (after a restart the
+  // API server answers 429 "storage is (re)initializing" to some watches for a while).
+  const readyBefore = await waitFor(() => samples.at(-1)?.ready === 200, 180_000);
+  log(`stopping the API server for ${downMs / 1000} s (operator ready before: ${readyBefore})`);
+  const stoppedAt = Date.now();
   await s.cluster.restartApiServer(downMs);
   const apiHealthyAt = Date.now();
   log("API server healthy again; waiting for /readyz 200");
-  const deadline = Date.now() + 180_000;
-  const readyAgain = () => samples.find((x) => x.at >= apiHealthyAt && x.ready === 200);
-  while (!readyAgain() && Date.now() < deadline) await sleep(250);
+  await waitFor(() => samples.some((x) => x.at >= apiHealthyAt && x.ready === 200), 180_000);
   sampling = false;
   await sampler;
-  return readinessFigures(samples, apiHealthyAt, reason);
+  const outage = samples.filter((x) => x.at >= stoppedAt);
+  return { ...readinessFigures(outage, apiHealthyAt, reason), readyBefore };
 }
 
-/** Turns probe samples (taken from before the API server went down) into figures. */
+/** Polls `done` every 250 ms for up to `ms`; true when it held. */
+async function waitFor(done: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) return false;
+    await sleep(250);
+  }
+  return true;
+}
+
+/**
+ * Turns probe samples (taken from before the API server went down) into figures. The API
+ * server counts as back once its port accepts again: it serves lists and watches before the
+ * harness's health check passes (its post-start hooks take a while on a loaded machine).
+ */
 export function readinessFigures(
   samples: readonly { at: number; apiUp: boolean; ready: number; live: number }[],
   apiHealthyAt: number,
   reason: string | undefined,
-): ReadinessFigures {
+): Omit<ReadinessFigures, "readyBefore"> {
   const count = (xs: readonly number[]) => {
     const out: Record<string, number> = {};
     for (const x of xs) out[x] = (out[x] ?? 0) + 1;
     return out;
   };
   const downAt = samples.find((x) => !x.apiUp)?.at ?? apiHealthyAt;
-  const down = samples.filter((x) => x.at >= downAt && x.at < apiHealthyAt);
+  const backAt = samples.find((x) => x.at > downAt && x.apiUp)?.at ?? apiHealthyAt;
+  const down = samples.filter((x) => x.at >= downAt && x.at < backAt);
   const notReadyAt = samples.find((x) => x.at >= downAt && x.ready !== 200)?.at;
-  const readyAgainAt = samples.find((x) => x.at >= apiHealthyAt && x.ready === 200)?.at;
+  const readyAgainAt = samples.find((x) => x.at >= backAt && x.ready === 200)?.at;
   const untilReady = samples.filter(
     (x) => x.at >= downAt && (readyAgainAt === undefined || x.at < readyAgainAt),
   );
   return {
-    apiDownMs: apiHealthyAt - downAt,
+    apiDownMs: backAt - downAt,
+    apiHealthyAfterMs: apiHealthyAt - backAt,
     readyz: count(down.map((x) => x.ready)),
     healthz: count(down.map((x) => x.live)),
     healthzUntilReady: count(untilReady.map((x) => x.live)),
     notReadyAfterMs: notReadyAt === undefined ? undefined : notReadyAt - downAt,
     notReadyForMs:
       notReadyAt === undefined || readyAgainAt === undefined ? undefined : readyAgainAt - notReadyAt,
-    readyAgainAfterMs: readyAgainAt === undefined ? undefined : readyAgainAt - apiHealthyAt,
+    readyAgainAfterMs: readyAgainAt === undefined ? undefined : readyAgainAt - backAt,
     reason,
   };
 }
