@@ -82,7 +82,11 @@ if (needsCluster) {
     clusterDir = mkdtempSync(join(tmpdir(), "mlmodel-test-cluster-"));
     console.log(`# starting a local control plane in ${clusterDir}`);
     try {
-      const state = await up({ dir: clusterDir, progress: (line) => console.log(`# [cluster] ${line}`) });
+      const state = await up({
+        dir: clusterDir,
+        stopWhenGone: values["keep-cluster"] ? undefined : process.pid,
+        progress: (line) => console.log(`# [cluster] ${line}`),
+      });
       env.KUBECONFIG = state.kubeconfig;
       env.MLMODEL_TEST_CLUSTER_DIR = clusterDir;
     } catch (err) {

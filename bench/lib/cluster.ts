@@ -39,7 +39,7 @@ export async function benchCluster(opts: {
   if (opts.kubeconfig) return existingCluster(opts.kubeconfig, opts.pods, opts.log);
   const dir = mkdtempSync(join(tmpdir(), "mlmodel-bench-"));
   opts.log(`starting a private local control plane with ${nodesFor(opts.pods)} fake nodes`);
-  const state = await up({ dir, nodes: nodesFor(opts.pods) });
+  const state = await up({ dir, nodes: nodesFor(opts.pods), stopWhenGone: process.pid });
   const kc = loadKubeConfig(state.kubeconfig);
   return {
     kubeconfigPath: state.kubeconfig,

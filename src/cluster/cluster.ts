@@ -4,10 +4,12 @@
  * directory. `up` is all-or-nothing: when any component fails, everything started so far is
  * stopped again and the error names the component and its log.
  */
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, open, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type BinaryPaths, ensureBinaries, isAlive, type ProgressFn } from "./binaries.ts";
 import {
   adminClient,
@@ -63,6 +65,12 @@ export interface UpOptions {
   apiserverPort?: number;
   nodes?: number;
   progress?: ProgressFn;
+  /**
+   * Stop the cluster when this process exits, however it exits (SIGKILL included): a
+   * detached watchdog (watchdog.ts) polls it. For test runs and benchmarks; `mlmodel cluster
+   * up` leaves it unset, since that cluster is meant to outlive the command.
+   */
+  stopWhenGone?: number;
 }
 
 const stateFile = (dir: string) => join(dir, "state.json");
@@ -385,6 +393,7 @@ export async function up(options: UpOptions): Promise<ClusterState> {
       startedAt: new Date().toISOString(),
     };
     await writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
+    if (options.stopWhenGone !== undefined) startWatchdog(dir, options.stopWhenGone);
     return state;
   } catch (err) {
     for (const record of started.reverse()) await stopProcess(record, 2000);
@@ -394,6 +403,12 @@ export async function up(options: UpOptions): Promise<ClusterState> {
   } finally {
     await release();
   }
+}
+
+function startWatchdog(dir: string, ownerPid: number): void {
+  const script = fileURLToPath(new URL("./watchdog.ts", import.meta.url));
+  const child = spawn(process.execPath, [script, dir, String(ownerPid)], { detached: true, stdio: "ignore" });
+  child.unref();
 }
 
 /** Stops every process of the cluster in `dir` and removes its state. */

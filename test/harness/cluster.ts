@@ -148,7 +148,7 @@ export async function startPrivateCluster(name = "private"): Promise<PrivateClus
   const { tmpdir } = await import("node:os");
   const { down, restartComponent, up } = await import("../../src/cluster/index.ts");
   const dir = mkdtempSync(join(tmpdir(), `mlmodel-${name}-`));
-  const state = await up({ dir, nodes: 1 });
+  const state = await up({ dir, nodes: 1, stopWhenGone: process.pid });
   return {
     dir,
     kubeconfigPath: state.kubeconfig,
