@@ -338,16 +338,44 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
   };
 }
 
-export function desiredDeployment(plan: ServingPlan, owner: OwnerReference): V1Deployment {
+/** What the cluster holds now, where the desired Deployment depends on it. */
+export interface LiveScaling {
+  deployment?: V1Deployment;
+  autoscaler?: Pick<V2HorizontalPodAutoscaler, "status">;
+}
+
+/**
+ * spec.replicas while autoscaling is on. Server-side apply deletes a field its only owner stops
+ * applying, so leaving replicas out the moment autoscaling is switched on would reset the
+ * Deployment to 1 replica until the autoscaler's next sync (up to 15 s) raised it again. So
+ * until the autoscaler has scaled once (then it owns the field and we leave it alone), the
+ * operator keeps the current count within the new bounds; a new Deployment starts at
+ * minReplicas. Sharp edge: a reconcile that runs on a cache older than the autoscaler's first
+ * scale writes the old count once; the autoscaler corrects it at its next sync.
+ */
+export function replicasUntilAutoscaled(plan: ServingPlan, live: LiveScaling): number | undefined {
+  const bounds = plan.spec.autoscaling;
+  if (!bounds || live.autoscaler?.status?.lastScaleTime) return undefined;
+  const min = bounds.minReplicas ?? defaults.replicas;
+  const current = live.deployment?.spec?.replicas ?? min;
+  return Math.min(Math.max(current, min), bounds.maxReplicas);
+}
+
+export function desiredDeployment(
+  plan: ServingPlan,
+  owner: OwnerReference,
+  live: LiveScaling = {},
+): V1Deployment {
   const { template } = servingPodTemplate(plan);
   const { rollout } = plan.spec;
+  const replicas = plan.replicas ?? replicasUntilAutoscaled(plan, live);
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: meta(plan, owner, childNames.deployment(plan.name), "server"),
     spec: {
-      // With autoscaling, replicas is left to the HorizontalPodAutoscaler (not applied by us).
-      ...(plan.replicas !== undefined ? { replicas: plan.replicas } : {}),
+      // With autoscaling, replicas is left to the HorizontalPodAutoscaler once it has scaled.
+      ...(replicas !== undefined ? { replicas } : {}),
       selector: { matchLabels: servingSelector(plan.name) },
       strategy: {
         type: "RollingUpdate",

@@ -414,7 +414,8 @@ export async function reconcileMLModel(
     // current pods keep serving the previous version.
     if (downloaded) {
       // Independent children: applied at once, so a reconcile costs one round trip, not four.
-      const wantDeployment = desiredDeployment(plan, owner);
+      const autoscaler = autoscalers.find((a) => a.metadata?.name === childNames.autoscaler(plan.name));
+      const wantDeployment = desiredDeployment(plan, owner, { deployment, autoscaler });
       const wantService = desiredService(plan, owner);
       const [deploymentApplied, serviceApplied] = await Promise.all([
         applyIfChanged(ctx, builtinKinds.Deployment, wantDeployment, deployment),

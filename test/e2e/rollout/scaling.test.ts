@@ -96,7 +96,36 @@ describe("scaling", () => {
     );
   });
 
+  /**
+   * Every spec.replicas the Deployment takes until `stop` is aborted, from a watch (a dip that
+   * the autoscaler repairs within a second would slip between polls).
+   */
+  async function replicasSeen(stop: AbortSignal): Promise<number[]> {
+    const current = await deployment();
+    const seen: number[] = [];
+    try {
+      for await (const event of admin.watch<KubeObject & V1Deployment>(
+        builtinKinds.Deployment,
+        {
+          namespace: ns.name,
+          fieldSelector: `metadata.name=${name}`,
+          resourceVersion: current?.metadata.resourceVersion,
+        },
+        stop,
+      )) {
+        if (event.object.spec?.replicas !== undefined) seen.push(event.object.spec.replicas);
+      }
+    } catch (err) {
+      if (!stop.aborted) throw err;
+    }
+    return seen;
+  }
+
   it("spec.autoscaling creates the HorizontalPodAutoscaler, a change updates it, and scale is then refused", async () => {
+    // From 3 fixed replicas to autoscaling between 2 and 5: the Deployment must keep its 3 (an
+    // apply that simply dropped replicas would reset it to 1 until the autoscaler raised it).
+    const stopWatching = new AbortController();
+    const seen = replicasSeen(stopWatching.signal);
     await admin.patch(
       mlModelKind,
       key(),
@@ -104,6 +133,17 @@ describe("scaling", () => {
       "merge",
     );
     let hpa = await waitFor("a HorizontalPodAutoscaler", autoscaler);
+    // The autoscaler's first sync (it enforces minReplicas at once) and the operator's
+    // follow-up reconciles happen within a few seconds of its creation.
+    await waitFor("the autoscaler's first sync", async () => (await autoscaler())?.status?.conditions);
+    await new Promise((r) => setTimeout(r, 3000));
+    stopWatching.abort();
+    const replicas = await seen;
+    assert.ok(
+      replicas.every((r) => r === 3),
+      `the Deployment's replicas went ${[3, ...replicas].join(" -> ")}`,
+    );
+    assert.equal((await deployment())?.spec?.replicas, 3);
     assert.equal(hpa.spec?.minReplicas, 2);
     assert.equal(hpa.spec?.maxReplicas, 5);
     assert.equal(hpa.spec?.scaleTargetRef.name, name);

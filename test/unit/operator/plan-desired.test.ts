@@ -225,7 +225,8 @@ describe("planModel and desired children", () => {
       model({ model: { path: "/m" }, image: "me/s:1", autoscaling: { minReplicas: 2, maxReplicas: 5 } }),
       { ref: "custom" },
     );
-    assert.equal("replicas" in desiredDeployment(plan, owner).spec!, false);
+    const scaled = { status: { lastScaleTime: new Date(), desiredReplicas: 2 } };
+    assert.equal("replicas" in desiredDeployment(plan, owner, { autoscaler: scaled }).spec!, false);
     const hpa = desiredAutoscaler(plan, owner)!;
     assert.deepEqual([hpa.spec?.minReplicas, hpa.spec?.maxReplicas], [2, 5]);
     assert.equal(desiredAutoscaler(planModel(model(spec), tf), owner), undefined);

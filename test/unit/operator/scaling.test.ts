@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import type { V1Deployment } from "@kubernetes/client-node";
 import type { MLModelSpec } from "../../../src/api/mlmodel.ts";
 import {
   desiredAutoscaler,
@@ -34,9 +35,19 @@ describe("scaling children", () => {
       undefined,
     );
   });
-  it("autoscaling leaves replicas to the autoscaler", () => {
+  it("autoscaling leaves replicas to the autoscaler once it has scaled, and never dips before", () => {
     const p = plan({ autoscaling: { minReplicas: 2, maxReplicas: 4 } });
-    assert.equal(desiredDeployment(p, owner).spec?.replicas, undefined);
+    const at = (replicas: number) => ({ spec: { replicas } }) as V1Deployment;
+    // A new Deployment starts at minReplicas, not at the server's default of 1.
+    assert.equal(desiredDeployment(p, owner).spec?.replicas, 2);
+    // Switching from fixed replicas: the count is kept within the new bounds...
+    assert.equal(desiredDeployment(p, owner, { deployment: at(3) }).spec?.replicas, 3);
+    assert.equal(desiredDeployment(p, owner, { deployment: at(1) }).spec?.replicas, 2);
+    assert.equal(desiredDeployment(p, owner, { deployment: at(9) }).spec?.replicas, 4);
+    // ...until the autoscaler has scaled once: from then on the field is its own.
+    const scaled = { status: { lastScaleTime: new Date(), currentReplicas: 3, desiredReplicas: 3 } };
+    const spec = desiredDeployment(p, owner, { deployment: at(3), autoscaler: scaled }).spec!;
+    assert.equal("replicas" in spec, false);
     assert.equal(desiredAutoscaler(p, owner)?.spec?.minReplicas, 2);
   });
   it("minReplicas 0 is scaled to zero: Deployment at 0, no autoscaler, no budget", () => {
