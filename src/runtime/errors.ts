@@ -76,3 +76,40 @@ export class TerminalError extends Error {
     this.name = "TerminalError";
   }
 }
+
+/**
+ * Socket-level codes that mean "no answer from the server" (refused, reset, unreachable, timed
+ * out connecting, closed mid-stream): retrying is cheap for the server, which is not there.
+ */
+const unreachableCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "EHOSTDOWN",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EAI_AGAIN",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+]);
+
+/**
+ * True when a request failed without any HTTP answer because the connection could not be made
+ * or broke (undici's "fetch failed" / "terminated" with such a cause). An ApiError (the server
+ * answered, e.g. 429 or 503: "slow down") is never unreachable, nor are TLS or header-timeout
+ * errors (a server that accepted but did not answer may be overloaded).
+ */
+export function isUnreachable(err: unknown): boolean {
+  let e: unknown = err;
+  for (let depth = 0; depth < 4 && e instanceof Error; depth++) {
+    if (e instanceof ApiError) return false;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && unreachableCodes.has(code)) return true;
+    e = e.cause;
+  }
+  return false;
+}

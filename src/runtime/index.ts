@@ -33,6 +33,7 @@ export {
   isGone,
   isNotFound,
   isTooManyRequests,
+  isUnreachable,
   parseRetryAfter,
   TerminalError,
 } from "./errors.ts";
@@ -81,6 +82,8 @@ export {
 } from "./predicates.ts";
 export type { Priority, QueueMetrics, WorkQueueOptions } from "./queue.ts";
 export { WorkQueue } from "./queue.ts";
+export type { WaitOutcome } from "./reachability.ts";
+export { Reachability } from "./reachability.ts";
 export type { Logger, ReconcileContext, ReconcileResult, Reconciler } from "./reconcile.ts";
 export type { IndexFunc, Store, StoreChange } from "./store.ts";
 export {
@@ -103,4 +106,10 @@ export type {
 } from "./types.ts";
 export { keyString, objectKey, parseKey } from "./types.ts";
 export type { Scope, WatcherEvent, WatcherOptions, WatcherState, WatchSource } from "./watcher.ts";
-export { clientSource, nextStateAfterError, retryDelay, watcher } from "./watcher.ts";
+export {
+  clientSource,
+  defaultUnreachableMaxMs,
+  nextStateAfterError,
+  retryDelay,
+  watcher,
+} from "./watcher.ts";

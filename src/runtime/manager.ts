@@ -9,7 +9,8 @@
  *   on lost lease: abort reconciles at once, clean up as above, then reject with
  *     LeaderElectionLostError (the process should exit; a fresh start campaigns again).
  *
- * Caches run even without leadership (as in controller-runtime) so a standby is warm.
+ * Caches run even without leadership (as in controller-runtime) so a standby is warm; their
+ * watchers share one Reachability, so the first answer after an outage wakes them all.
  * /readyz also fails while any cache's list/watch has kept failing for healthGracePeriodMs
  * (an API server outage); /healthz never does (a restart would not bring the API back).
  */
@@ -26,6 +27,7 @@ import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
 import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
 import { RuntimeMetrics } from "./metrics.ts";
+import { Reachability } from "./reachability.ts";
 import { closeServer, parseBindAddress, probe, serve } from "./server.ts";
 import { type IndexFunc, MultiStore, type Store } from "./store.ts";
 import type { KubeObject } from "./types.ts";
@@ -83,6 +85,11 @@ export class Manager {
   readonly log: Logger;
   readonly metrics: RuntimeMetrics;
   readonly recorder: EventRecorder & { flush(): Promise<void> };
+  /**
+   * Shared by every cache's watcher: when one hears from the API server after an outage, the
+   * others stop waiting out their connection failures and reconnect at once.
+   */
+  readonly reachability = new Reachability();
   readonly #opts: ManagerOptions;
   readonly #clock: Clock;
   readonly #caches = new Map<string, CacheEntry>();
@@ -338,6 +345,7 @@ export class Manager {
           watcher: {
             ...this.#opts.watcher,
             clock: this.#clock,
+            reachability: this.reachability,
             onError: (err, state, retryInMs) =>
               this.log.warn({ err, cache: id, state: state.kind, retryInMs }, "watch error; retrying"),
           },

@@ -13,15 +13,19 @@
  *   resourceVersion fresh and a reconnect rarely hits 410.
  * - A dropped or silent connection resumes from the last seen resourceVersion: no relist.
  * - 410 Gone (history compacted) relists from scratch.
- * - Errors back off 0.8 s .. 30 s with jitter; 429 waits the server's Retry-After instead.
- *   A successful page or event resets the backoff.
+ * - Errors the server answered (5xx, 403, 404, 429 without Retry-After, ...) back off
+ *   0.8 s .. 30 s with jitter; 429 waits the server's Retry-After instead. Connection-level
+ *   failures (refused, reset, unreachable: no answer at all) back off 0.8 s .. 4 s on their own
+ *   counter, and that wait ends early when another watcher sharing `reachability` hears from
+ *   the server. A successful page or event resets both.
  */
 import { JitterBackoff } from "./backoff.ts";
 import type { KubeClient, ListResult, WatchOptions } from "./client.ts";
 import { WatchInactivityError } from "./client.ts";
 import { type Clock, realClock, sleep } from "./clock.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError, isUnreachable } from "./errors.ts";
 import type { ResourceKind } from "./kinds.ts";
+import type { Reachability } from "./reachability.ts";
 import type { KubeObject, WatchEvent } from "./types.ts";
 
 export type WatcherEvent<T extends KubeObject = KubeObject> =
@@ -65,7 +69,18 @@ export interface WatcherOptions {
   /** Page size of the initial list (default 500, client-go's). */
   pageSize?: number;
   clock?: Clock;
+  /** Backoff after errors the server answered (default 0.8 s doubling to 30 s, ±25 %). */
   backoff?: JitterBackoff;
+  /**
+   * Backoff after connection-level failures, when the server did not answer at all
+   * (default 0.8 s doubling to `defaultUnreachableMaxMs`, 4 s, ±25 %).
+   */
+  unreachableBackoff?: JitterBackoff;
+  /**
+   * Shared with the other watchers of the same API server: told of every answer, and wakes
+   * this watcher from a wait after a connection-level failure when another one got an answer.
+   */
+  reachability?: Reachability;
   /** Server-side watch timeout; the server ends the watch cleanly after it (default 290 s). */
   watchTimeoutSeconds?: number;
   /** Reconnect when the watch is silent this long (default 150 s; bookmarks arrive ~1/min). */
@@ -81,12 +96,26 @@ export interface WatcherOptions {
   onProgress?: () => void;
 }
 
+/** Cap of the backoff after connection-level failures (the server is simply not there). */
+export const defaultUnreachableMaxMs = 4000;
+
 export async function* watcher<T extends KubeObject>(
   source: WatchSource<T>,
   opts: WatcherOptions,
 ): AsyncGenerator<WatcherEvent<T>> {
   const clock = opts.clock ?? realClock;
   const backoff = opts.backoff ?? new JitterBackoff();
+  const unreachable = opts.unreachableBackoff ?? new JitterBackoff({ maxMs: defaultUnreachableMaxMs });
+  const reachability = opts.reachability;
+  const resetBackoff = () => {
+    backoff.reset();
+    unreachable.reset();
+  };
+  // Any answer: readiness (onProgress) and the shared "reachable again" signal.
+  const answered = () => {
+    reachability?.answered();
+    opts.onProgress?.();
+  };
   const pageSize = opts.pageSize ?? 500;
   const { signal } = opts;
   let state = { kind: "empty" } as WatcherState;
@@ -110,8 +139,8 @@ export async function* watcher<T extends KubeObject>(
               ? { limit: pageSize, continue: current.continue, signal }
               : { limit: pageSize, signal },
           );
-          backoff.reset();
-          opts.onProgress?.();
+          resetBackoff();
+          answered();
           for (const object of page.items) yield { type: "initApply", object };
           if (page.continue) {
             enter({ kind: "listing", continue: page.continue });
@@ -133,14 +162,14 @@ export async function* watcher<T extends KubeObject>(
               allowWatchBookmarks: true,
               timeoutSeconds: opts.watchTimeoutSeconds ?? 290,
               inactivityTimeoutMs: opts.inactivityTimeoutMs ?? 150_000,
-              ...(opts.onProgress ? { onOpen: opts.onProgress } : {}),
+              ...(opts.onProgress || reachability ? { onOpen: answered } : {}),
             },
             signal,
           );
           try {
             for await (const event of stream) {
-              backoff.reset();
-              opts.onProgress?.();
+              resetBackoff();
+              answered();
               received++;
               rv = event.object.metadata?.resourceVersion ?? rv;
               if (event.type === "ADDED" || event.type === "MODIFIED")
@@ -162,12 +191,16 @@ export async function* watcher<T extends KubeObject>(
     } catch (err) {
       if (signal.aborted) return;
       const next = nextStateAfterError(state, err);
-      const wait = retryDelay(err, backoff);
+      const noAnswer = isUnreachable(err);
+      // An error status is an answer too: the server is reachable, wake the others.
+      if (err instanceof ApiError) reachability?.answered();
+      const wait = retryDelay(err, backoff, unreachable);
       opts.onError?.(err, state, wait);
       enter(next);
       if (wait > 0) {
         try {
-          await sleep(clock, wait, signal);
+          if (noAnswer && reachability) await reachability.wait(clock, wait, signal);
+          else await sleep(clock, wait, signal);
         } catch {
           return; // aborted while waiting
         }
@@ -183,12 +216,25 @@ export function nextStateAfterError(state: WatcherState, err: unknown): WatcherS
   return state;
 }
 
-/** 429 waits Retry-After; a silent connection or 410 reconnects at once; the rest backs off. */
-export function retryDelay(err: unknown, backoff: JitterBackoff): number {
+/**
+ * How long to wait before the next attempt after `err`:
+ * - 429 with Retry-After: exactly that (a restarted API server says 1 s for "storage is
+ *   (re)initializing"); a Retry-After of 0 waits `backoff.minMs` so we never spin;
+ * - 410 Gone or a silent connection: at once (relist / reconnect);
+ * - no answer at all (refused, reset, unreachable: `isUnreachable`): the `unreachable`
+ *   backoff, which grows only to a few seconds (default `backoff` itself when not given);
+ * - anything else the server answered (5xx, 403, 404, 429 without Retry-After): `backoff`.
+ */
+export function retryDelay(
+  err: unknown,
+  backoff: JitterBackoff,
+  unreachable: JitterBackoff = backoff,
+): number {
   if (err instanceof ApiError && err.code === 429 && err.retryAfterSeconds !== undefined) {
-    return err.retryAfterSeconds * 1000;
+    return err.retryAfterSeconds > 0 ? err.retryAfterSeconds * 1000 : backoff.minMs;
   }
   if (err instanceof ApiError && err.code === 410) return 0;
   if (err instanceof WatchInactivityError) return 0;
+  if (isUnreachable(err)) return unreachable.next();
   return backoff.next();
 }
