@@ -89,7 +89,7 @@ export class Manager {
    * Shared by every cache's watcher: when one hears from the API server after an outage, the
    * others stop waiting out their connection failures and reconnect at once.
    */
-  readonly reachability = new Reachability();
+  readonly reachability: Reachability;
   readonly #opts: ManagerOptions;
   readonly #clock: Clock;
   readonly #caches = new Map<string, CacheEntry>();
@@ -103,6 +103,13 @@ export class Manager {
     this.#clock = opts.clock ?? realClock;
     this.log = opts.logger ?? pino({ level: process.env["LOG_LEVEL"] ?? "info" });
     this.metrics = new RuntimeMetrics();
+    this.reachability = new Reachability({
+      onWake: (woken) =>
+        this.log.info(
+          { woken },
+          "API server answered again; caches waiting out a connection failure retry now",
+        ),
+    });
     this.client = opts.client ?? KubeClient.fromKubeConfig(opts.kubeConfig ?? defaultKubeConfig());
     this.client.onRequest(this.metrics.recordRequest);
     for (const ns of opts.namespaces ?? []) {

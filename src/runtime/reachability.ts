@@ -22,7 +22,13 @@ export type WaitOutcome = "elapsed" | "woken";
 
 export class Reachability {
   readonly #waiters = new Set<() => void>();
+  readonly #onWake: ((woken: number) => void) | undefined;
   #wakes = 0;
+
+  /** `onWake`: told how many waits one answer cut short (for a log line). */
+  constructor(opts: { onWake?: (woken: number) => void } = {}) {
+    this.#onWake = opts.onWake;
+  }
 
   /** The API server answered (any HTTP status, a watch event): wakes every waiter. */
   answered(): void {
@@ -31,6 +37,7 @@ export class Reachability {
     this.#waiters.clear();
     this.#wakes += waiters.length;
     for (const wake of waiters) wake();
+    this.#onWake?.(waiters.length);
   }
 
   /**

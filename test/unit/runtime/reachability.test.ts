@@ -93,7 +93,8 @@ describe("retryDelay by cause", () => {
 describe("Reachability", () => {
   it("a wait ends at its time, or when answered() comes first; aborts reject", async () => {
     const clock = new FakeClock();
-    const r = new Reachability();
+    const told: number[] = [];
+    const r = new Reachability({ onWake: (n) => told.push(n) });
     r.answered(); // nobody waiting: nothing happens, nothing is remembered
     const outcomes: string[] = [];
     void r.wait(clock, 1000).then((o) => outcomes.push(`a:${o}`));
@@ -110,6 +111,7 @@ describe("Reachability", () => {
     await settle();
     assert.deepEqual(outcomes, ["a:elapsed", "c:aborted", "b:woken"]);
     assert.equal(r.wakes, 1);
+    assert.deepEqual(told, [1], "onWake only when a wait was cut short");
     assert.equal(clock.pendingTimers, 0, "woken and aborted waits cancel their timers");
     await assert.rejects(r.wait(clock, 10, AbortSignal.abort(new Error("gone"))), /gone/);
   });
