@@ -84,6 +84,9 @@ if (selected.includes("outage")) {
   results.outage = r;
   check("outage", !r.operatorExited, "the operator process stayed up through both API server restarts");
   check("outage", r.gone410 > 0, `410 Gone relists: ${r.gone410} (watch errors ${r.watchErrors})`);
+  log(
+    `outage: ${r.refused} refused connections, longest wait chosen before retrying one ${r.refusedMaxRetryMs} ms`,
+  );
   log(`outage: short restarts: /readyz ${JSON.stringify(r.readyz)}, /healthz ${JSON.stringify(r.healthz)}`);
   const x = r.readiness;
   const sec = (ms: number | undefined) => (ms === undefined ? "never" : `${(ms / 1000).toFixed(1)} s`);

@@ -201,6 +201,12 @@ export interface OutageResult {
   /** Watch errors the operator logged, and how many of them were 410 Gone (-> relist). */
   watchErrors: number;
   gone410: number;
+  /**
+   * Watch errors that were refused connections (the API server's port closed), and the longest
+   * wait the runtime chose before retrying after one (its own decision, from the log: no clock).
+   */
+  refused: number;
+  refusedMaxRetryMs: number;
   churn: Churn["stats"];
   report: ConvergenceReport;
 }
@@ -395,6 +401,9 @@ export async function outageScenario(opts: {
     const { report } = await waitConverged(s.admin, chaosNamespace, churn.wishes);
     const logText = readFileSync(s.logFile, "utf8");
     const watchErrors = logText.split("\n").filter((l) => l.includes("watch error"));
+    const refusedWaits = watchErrors
+      .filter((l) => l.includes("ECONNREFUSED"))
+      .map((l) => (JSON.parse(l) as { retryInMs: number }).retryInMs);
     return {
       operatorExited: !op.alive,
       readyz,
@@ -402,6 +411,8 @@ export async function outageScenario(opts: {
       readiness,
       watchErrors: watchErrors.length,
       gone410: watchErrors.filter((l) => /"code":410|Gone|Expired|too old/.test(l)).length,
+      refused: refusedWaits.length,
+      refusedMaxRetryMs: Math.max(0, ...refusedWaits),
       churn: churn.stats,
       report,
     };
