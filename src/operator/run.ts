@@ -15,6 +15,8 @@ export interface OperatorOptions extends Partial<OperatorConfig> {
   /** Namespace of the leader-election Lease; leader election is off when undefined. */
   leaderElectionNamespace?: string;
   concurrency?: number;
+  /** /readyz fails after a cache's list/watch failed this long with no answer (runtime default 10 s). */
+  healthGracePeriodMs?: number;
   logger?: Logger;
 }
 
@@ -29,6 +31,7 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
     metricsBindAddress: options.metricsBindAddress,
     healthProbeBindAddress: options.healthProbeBindAddress,
     logger: options.logger,
+    healthGracePeriodMs: options.healthGracePeriodMs,
     reportingController: "serving.mlmodel.dev/operator",
     ...(options.leaderElectionNamespace
       ? { leaderElection: { name: leaseName, namespace: options.leaderElectionNamespace } }

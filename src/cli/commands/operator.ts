@@ -23,6 +23,8 @@ Flags:
   --leader-elect                    run as one of several replicas: only the Lease holder reconciles
   --leader-election-namespace NS    namespace of the Lease (default: $POD_NAMESPACE or mlmodel-system)
   --concurrency N                   MLModels reconciled in parallel (default ${defaultConcurrency})
+  --readiness-grace-period SECONDS  /readyz fails once a cache's list/watch has failed this long
+                                    with no answer from the API server (default 10; 0 never fails)
   --downloader-image IMAGE          image whose \`mlmodel download\` fills model storage
                                     (default ${defaultOperatorConfig.downloaderImage})
   --log-level LEVEL                 trace, debug, info, warn or error (default info)
@@ -46,6 +48,7 @@ function parse(argv: string[]) {
         "leader-elect": { type: "boolean", default: false },
         "leader-election-namespace": { type: "string" },
         concurrency: { type: "string", default: String(defaultConcurrency) },
+        "readiness-grace-period": { type: "string", default: "10" },
         "downloader-image": { type: "string", default: defaultOperatorConfig.downloaderImage },
         "log-level": { type: "string", default: "info" },
         "log-format": { type: "string", default: "json" },
@@ -109,6 +112,13 @@ export async function run(argv: string[]): Promise<number> {
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
     throw new CliError(`--concurrency "${flags.concurrency}" must be a whole number from 1 to 64`, 2);
   }
+  const grace = Number(flags["readiness-grace-period"]);
+  if (!Number.isFinite(grace) || grace < 0 || grace > 3600) {
+    throw new CliError(
+      `--readiness-grace-period "${flags["readiness-grace-period"]}" must be a number of seconds from 0 to 3600 (0: an unreachable API server never fails /readyz)`,
+      2,
+    );
+  }
   const logger = loggerFor(flags["log-level"], flags["log-format"]);
   const kubeConfig = loadKubeConfig(
     flags.kubeconfig,
@@ -125,6 +135,7 @@ export async function run(argv: string[]): Promise<number> {
         ? (flags["leader-election-namespace"] ?? process.env.POD_NAMESPACE ?? "mlmodel-system")
         : undefined,
       concurrency,
+      healthGracePeriodMs: grace === 0 ? Number.POSITIVE_INFINITY : grace * 1000,
       downloaderImage: flags["downloader-image"],
       logger,
     });

@@ -268,6 +268,12 @@ describe("mlmodel status and describe on real resources", () => {
     assert.match(badColor.stderr, /--color "sometimes" must be one of auto, always, never/);
     const badName = mlmodel(["describe", "Bad_Name"]);
     assert.match(badName.stderr, /NAME "Bad_Name" is not a valid MLModel name/);
+    const badGrace = mlmodel(["operator", "--readiness-grace-period=-5"]);
+    assert.equal(badGrace.status, 2);
+    assert.match(badGrace.stderr, /--readiness-grace-period "-5" must be a number of seconds from 0 to 3600/);
+    const badConcurrency = mlmodel(["operator", "--concurrency", "0"]);
+    assert.equal(badConcurrency.status, 2);
+    assert.match(badConcurrency.stderr, /--concurrency "0" must be a whole number from 1 to 64/);
     const help = mlmodel(["status", "--help"]);
     assert.equal(help.status, 0);
     assert.match(help.stdout, /Examples:\n {2}mlmodel status /);
