@@ -4,8 +4,7 @@
  * (server-side dry run, with the restricted Pod Security level enforced on the namespace).
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { managerDeployment, runtimeObjects } from "../../../scripts/gen-install.ts";
@@ -15,6 +14,7 @@ import { kubeClientFor } from "../../../src/operator/kube-client.ts";
 import { rulesFor } from "../../../src/operator/manifests.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 import { helm, kubeVersion } from "./helm.ts";
 import { kubectl, parseYamlStream } from "./support.ts";
 
@@ -272,7 +272,7 @@ describe("Helm chart deploy/helm/mlmodel-operator", () => {
         ]);
         assert.equal(r.status, 0, r.stderr);
         const objects = parseYamlStream(r.stdout);
-        const file = join(mkdtempSync(join(tmpdir(), "mlmodel-helm-")), "rendered.yaml");
+        const file = join(scratchDir("helm"), "rendered.yaml");
         writeFileSync(file, r.stdout);
         const dry = await kubectl(process.env.KUBECONFIG!, [
           "apply",

@@ -6,10 +6,10 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { scratchDir } from "../../harness/scratch.ts";
 import { repoRoot } from "./support.ts";
 
 interface Stages {
@@ -49,7 +49,7 @@ describe("the image's production install (npm ci --omit=dev into a clean directo
   let pathDir: string;
 
   before(() => {
-    app = mkdtempSync(join(tmpdir(), "mlmodel-image-"));
+    app = scratchDir("image");
     for (const file of stages.depsFiles) cpSync(join(repoRoot, file), join(app, file));
     // The deps stage's own command, but for `npm cache clean`: that would empty this machine's cache.
     const steps = stages.install.filter((step) => !step.startsWith("npm cache clean"));

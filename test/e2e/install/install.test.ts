@@ -7,8 +7,7 @@
  * disturb the tests that share the run's cluster.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { AuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
@@ -19,6 +18,7 @@ import { defaultOperatorNamespace, rulesFor } from "../../../src/operator/manife
 import { operatorName } from "../../../src/operator/names.ts";
 import { ApiError, builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { type PrivateCluster, startPrivateCluster, waitFor } from "../../harness/cluster.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 import { applyObjects, isReady, leftovers, podsOf, provideVolume, readSample } from "../operator/helpers.ts";
 import {
   kubectlOk,
@@ -45,7 +45,7 @@ describe("dist/install.yaml on a fresh local control plane", () => {
   before(async () => {
     cluster = await startPrivateCluster("install");
     admin = await kubeClientFor(cluster.kubeConfig());
-    saKubeConfigPath = join(mkdtempSync(join(tmpdir(), "mlmodel-sa-")), "operator.kubeconfig");
+    saKubeConfigPath = join(scratchDir("sa"), "operator.kubeconfig");
   });
 
   after(async () => {

@@ -7,8 +7,7 @@
  * - the operator has no permission beyond its generated roles (SubjectAccessReviews).
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { AuthorizationV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
@@ -25,6 +24,7 @@ import {
   waitReady,
 } from "../../chaos/operator-process.ts";
 import { createNamespace, kubeConfig, type TestNamespace } from "../../harness/cluster.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 import { adminClient, isReady, podsOf, provideVolume, waitForPhase } from "../operator/helpers.ts";
 
 const canary = `canary-${crypto.randomUUID()}`;
@@ -42,7 +42,7 @@ describe("security", () => {
     ns = await createNamespace("e2e-security", { podSecurity: "restricted" });
     admin = await adminClient();
     await install(admin);
-    const dir = mkdtempSync(join(tmpdir(), "mlmodel-security-"));
+    const dir = scratchDir("security");
     logFile = join(dir, "operator.log");
     opKubeconfig = await operatorKubeconfig(admin, kubeConfig(), dir);
     op = await OperatorProcess.start({

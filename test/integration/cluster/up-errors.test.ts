@@ -1,12 +1,12 @@
 // `mlmodel cluster up` on bad input: each case ends with a clear message and nothing left running.
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { binaryNames, ClusterError, down, ensureBinaries, status, up } from "../../../src/cluster/index.ts";
 import { localCluster } from "../../harness/cluster.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 
 /** Pids of processes whose command line mentions `dir` (what a failed `up` must not leave). */
 function processesUsing(dir: string): number[] {
@@ -22,7 +22,7 @@ function processesUsing(dir: string): number[] {
   return pids;
 }
 
-const tempDir = (name: string) => mkdtempSync(join(tmpdir(), `mlmodel-${name}-`));
+const tempDir = (name: string) => scratchDir(name);
 
 describe("cluster up refuses bad situations cleanly", () => {
   const dirs: string[] = [];

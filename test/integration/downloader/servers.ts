@@ -2,18 +2,19 @@
 // cache that scripts/install-test-servers.sh fills, plus helpers shared by the tests: a CA and
 // a server certificate made with openssl, and a runner for the real `mlmodel download` CLI.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { homedir, tmpdir } from "node:os";
+import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { partialDirFor } from "../../../src/downloader/contract.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 
 const cacheDir = process.env.MLMODEL_TEST_SERVERS_DIR || join(homedir(), ".cache", "mlmodel-test-servers");
 const repoRoot = new URL("../../../", import.meta.url).pathname;
 
 export function tempDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), `mlmodel-${prefix}-`));
+  return scratchDir(prefix);
 }
 
 export function freePort(): Promise<number> {

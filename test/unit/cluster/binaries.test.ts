@@ -1,15 +1,16 @@
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { BinaryError, checkGoToolchain, inspectEntry, recipes } from "../../../src/cluster/binaries.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 
 const etcdRecipe = recipes.find((r) => r.binaries.includes("etcd"))!;
 
 describe("binary cache entries", () => {
   const entry = (files: Record<string, string>) => {
-    const dir = join(mkdtempSync(join(tmpdir(), "mlmodel-cache-")), etcdRecipe.key);
+    const dir = join(scratchDir("cache"), etcdRecipe.key);
     mkdirSync(dir);
     for (const [name, content] of Object.entries(files))
       writeFileSync(join(dir, name), content, { mode: 0o755 });

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
@@ -9,6 +8,7 @@ import { renderKubeconfig } from "../../../src/cluster/kubeconfig.ts";
 import { kwokStagesFile, wrapperModulesDir } from "../../../src/cluster/paths.ts";
 import { generatePki } from "../../../src/cluster/pki.ts";
 import { versions } from "../../../src/cluster/versions.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 
 describe("pinned versions", () => {
   it("match the Go wrapper modules", () => {
@@ -53,7 +53,7 @@ describe("kwok stages", () => {
 describe("pki", () => {
   it("issues certificates that chain to the CA with the right identities", async () => {
     const pki = await generatePki();
-    const dir = tmpdir();
+    const dir = scratchDir("pki");
     const file = (name: string, content: string) => {
       const path = join(dir, `mlmodel-pki-test-${process.pid}-${name}`);
       writeFileSync(path, content);

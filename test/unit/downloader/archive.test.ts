@@ -1,16 +1,16 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { archiveKind, type ExtractLimits, extractArchive } from "../../../src/downloader/archive.ts";
 import { DownloadError } from "../../../src/downloader/errors.ts";
+import { scratchDir } from "../../harness/scratch.ts";
 import { type FixtureKind, makeArchive } from "./archive-fixtures.ts";
 
 const limits: ExtractLimits = { maxBytes: 1 << 30, maxRatio: 100, maxEntries: 1000 };
 
 function setup(kind: FixtureKind) {
-  const root = mkdtempSync(join(tmpdir(), "mlmodel-archive-"));
+  const root = scratchDir("archive");
   const out = join(root, "out");
   mkdirSync(out);
   return { root, out, archive: makeArchive(root, kind) };
