@@ -29,7 +29,7 @@ import {
 } from "../../harness/cluster.ts";
 import { FileServer } from "../../integration/downloader/file-server.ts";
 import { randomBytes, tempDir } from "../../integration/downloader/servers.ts";
-import { adminClient, provideVolume, type RunningOperator, startOperator } from "./helpers.ts";
+import { adminClient, provideVolume, type RunningOperator, startOperator, userClaim } from "./helpers.ts";
 
 const model = "resnet";
 // 12 MiB at 1 MiB/s: about 6 progress intervals of 2 s, so several partial reports land even
@@ -420,17 +420,7 @@ describe("download progress in status, end to end with the Job's own identity", 
     );
     assert.equal((await get())?.status?.download?.progress, "100% 1B");
     // ...then the model moves to a claim of the user's: nothing is downloaded any more.
-    await admin.apply(
-      builtinKinds.PersistentVolumeClaim,
-      {
-        apiVersion: "v1",
-        kind: "PersistentVolumeClaim",
-        metadata: { name: "shared", namespace: ns.name },
-        spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
-      },
-      { fieldManager: "e2e", force: true },
-    );
-    sharedVolume = await provideVolume(admin, ns.name, "shared");
+    sharedVolume = await userClaim(admin, ns.name, "shared");
     await admin.patch(
       mlModelKind,
       { namespace: ns.name, name: model },

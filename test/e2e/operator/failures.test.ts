@@ -21,6 +21,7 @@ import {
   provideVolume,
   type RunningOperator,
   startOperator,
+  userClaim,
   waitForPhase,
 } from "./helpers.ts";
 
@@ -182,17 +183,7 @@ describe("failure modes and recovery", { concurrency: true }, () => {
       },
     ]);
     await waitForPhase(admin, ns.name, "custom-rt", "Pending", "ClaimNotFound");
-    await admin.apply(
-      builtinKinds.PersistentVolumeClaim,
-      {
-        apiVersion: "v1",
-        kind: "PersistentVolumeClaim",
-        metadata: { name: "shared", namespace: ns.name },
-        spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
-      },
-      { fieldManager: "e2e", force: true },
-    );
-    volumes.push(await provideVolume(admin, ns.name, "shared"));
+    volumes.push(await userClaim(admin, ns.name, "shared"));
     await assertServing("custom-rt");
     void servingRuntimeKind;
   });

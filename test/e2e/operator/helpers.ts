@@ -59,6 +59,21 @@ export async function applyObjects(
   }
 }
 
+/** A claim of the user's (as for pvc:// models), with its volume; returns the volume's name. */
+export async function userClaim(client: KubeClient, namespace: string, claim: string): Promise<string> {
+  await client.apply(
+    builtinKinds.PersistentVolumeClaim,
+    {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: claim, namespace },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    },
+    { fieldManager: "e2e", force: true },
+  );
+  return provideVolume(client, namespace, claim);
+}
+
 /** A hostPath PersistentVolume pre-bound to the claim: the local control plane has no provisioner. */
 export async function provideVolume(client: KubeClient, namespace: string, claim: string): Promise<string> {
   const name = `${namespace}-${claim}`;

@@ -30,6 +30,21 @@ import {
 const account = "devstoreaccount1";
 const accountKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
+/** Azurite's blob service on 127.0.0.1:port, in memory; `tls` adds --cert/--key. */
+function azuriteArgs(port: number, tls: string[] = []): string[] {
+  return [
+    azuriteMain(),
+    "--blobHost",
+    "127.0.0.1",
+    "--blobPort",
+    String(port),
+    ...tls,
+    "--silent",
+    "--skipApiVersionCheck",
+    "--inMemoryPersistence",
+  ];
+}
+
 describe("azblob:// downloads (Azurite)", () => {
   let azurite: Started;
   let work: string;
@@ -51,16 +66,7 @@ describe("azblob:// downloads (Azurite)", () => {
     endpoint = `http://127.0.0.1:${port}/${account}`;
     azurite = await startProcess(
       process.execPath,
-      [
-        azuriteMain(),
-        "--blobHost",
-        "127.0.0.1",
-        "--blobPort",
-        String(port),
-        "--silent",
-        "--skipApiVersionCheck",
-        "--inMemoryPersistence",
-      ],
+      azuriteArgs(port),
       `http://127.0.0.1:${port}`,
       httpAnswers,
     );
@@ -171,20 +177,7 @@ describe("azblob:// over HTTPS with a private CA (Azurite --cert/--key)", () => 
     const endpoint = `https://127.0.0.1:${port}/${account}`;
     azurite = await startProcess(
       process.execPath,
-      [
-        azuriteMain(),
-        "--blobHost",
-        "127.0.0.1",
-        "--blobPort",
-        String(port),
-        "--cert",
-        join(pki.dir, "server.crt"),
-        "--key",
-        join(pki.dir, "server.key"),
-        "--silent",
-        "--skipApiVersionCheck",
-        "--inMemoryPersistence",
-      ],
+      azuriteArgs(port, ["--cert", join(pki.dir, "server.crt"), "--key", join(pki.dir, "server.key")]),
       `https://127.0.0.1:${port}`,
       // Ready once it answers TLS with the test CA's certificate (any HTTP status).
       (url) =>
