@@ -11,9 +11,8 @@ import {
   forDisplay,
   openSession,
   outputFormat,
-  parseCommandLine,
+  parseModelCommand,
   serialize,
-  singleModelName,
   styleFromFlag,
 } from "../views/session.ts";
 import { explainApiError } from "./status.ts";
@@ -70,16 +69,14 @@ async function readEvents(
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values: flags, positionals } = parseCommandLine(
+  const parsed = parseModelCommand(
+    "describe",
     argv,
     { ...commonFlags, output: { type: "string", short: "o" } },
     help,
   );
-  if (flags.help) {
-    console.log(help);
-    return 0;
-  }
-  const name = singleModelName("describe", positionals, help);
+  if (!parsed) return 0;
+  const { flags, name } = parsed;
   const format = outputFormat(flags.output, ["text", "json", "yaml"]);
   const style = styleFromFlag(flags.color);
   const { client, namespace } = await openSession(flags);

@@ -11,8 +11,7 @@ import {
   commonFlagsHelp,
   openSession,
   outputFormat,
-  parseCommandLine,
-  singleModelName,
+  parseModelCommand,
   styleFromFlag,
 } from "../views/session.ts";
 import { renderTable } from "../views/table.ts";
@@ -54,16 +53,14 @@ export async function readRevisions(
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values: flags, positionals } = parseCommandLine(
+  const parsed = parseModelCommand(
+    "history",
     argv,
     { ...commonFlags, output: { type: "string", short: "o" } },
     help,
   );
-  if (flags.help) {
-    console.log(help);
-    return 0;
-  }
-  const name = singleModelName("history", positionals, help);
+  if (!parsed) return 0;
+  const { flags, name } = parsed;
   const format = outputFormat(flags.output ?? "table", ["table", "json"]);
   const { client, namespace } = await openSession(flags);
   try {

@@ -8,13 +8,7 @@
 import { mlModelKind } from "../../api/kinds.ts";
 import { revisionHash, revisionSpec, rollbackTarget, specWithScaling } from "../../operator/revisions.ts";
 import { CliError } from "../errors.ts";
-import {
-  commonFlags,
-  commonFlagsHelp,
-  openSession,
-  parseCommandLine,
-  singleModelName,
-} from "../views/session.ts";
+import { commonFlags, commonFlagsHelp, openSession, parseModelCommand } from "../views/session.ts";
 import { readRevisions } from "./history.ts";
 import { explainApiError } from "./status.ts";
 
@@ -36,16 +30,14 @@ Examples:
   mlmodel rollback resnet --to-revision 3 -n models`;
 
 export async function run(argv: string[]): Promise<number> {
-  const { values: flags, positionals } = parseCommandLine(
+  const parsed = parseModelCommand(
+    "rollback",
     argv,
     { ...commonFlags, "to-revision": { type: "string" } },
     help,
   );
-  if (flags.help) {
-    console.log(help);
-    return 0;
-  }
-  const name = singleModelName("rollback", positionals, help);
+  if (!parsed) return 0;
+  const { flags, name } = parsed;
   const raw = flags["to-revision"];
   const to = raw === undefined ? undefined : Number(raw);
   if (to !== undefined && !(Number.isInteger(to) && to > 0)) {

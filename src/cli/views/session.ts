@@ -53,11 +53,29 @@ export function checkName(flag: string, value: string, what: string): string {
 }
 
 /** The one MLModel NAME that describe, history and rollback take, or a usage error (exit 2). */
-export function singleModelName(command: string, positionals: string[], help: string): string {
+function singleModelName(command: string, positionals: string[], help: string): string {
   if (positionals.length !== 1) {
     throw new CliError(`${command} takes exactly one NAME, got ${positionals.length}\n\n${help}`, 2);
   }
   return checkName("NAME", positionals[0]!, "MLModel");
+}
+
+/**
+ * The command line of a command on one MLModel (describe, history, rollback): its flags and
+ * the NAME, or undefined once `--help` has been printed.
+ */
+export function parseModelCommand<O extends typeof commonFlags & NonNullable<ParseArgsConfig["options"]>>(
+  command: string,
+  argv: string[],
+  options: O,
+  help: string,
+) {
+  const { values: flags, positionals } = parseCommandLine(argv, options, help);
+  if ((flags as { help?: boolean }).help) {
+    console.log(help);
+    return undefined;
+  }
+  return { flags, name: singleModelName(command, positionals, help) };
 }
 
 export async function openSession(flags: { kubeconfig?: string; namespace?: string }): Promise<Session> {
