@@ -10,15 +10,15 @@ import { delimiter, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import { ensureBinaries } from "../../../src/cluster/index.ts";
-import { builtinKinds, type KubeClient } from "../../../src/runtime/index.ts";
-import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import type { KubeClient } from "../../../src/runtime/index.ts";
+import { type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import {
-  adminClient,
   applyObjects,
+  operatorTestBed,
   provideVolume,
   type RunningOperator,
   readSample,
-  startOperator,
+  removeTestBed,
   waitForPhase,
 } from "../operator/helpers.ts";
 
@@ -60,9 +60,7 @@ describe("mlmodel status and describe on real resources", () => {
   let pv: string;
 
   before(async () => {
-    ns = await createNamespace("e2e-cli", { podSecurity: "restricted" });
-    admin = await adminClient();
-    operator = await startOperator(ns.name);
+    ({ ns, admin, operator } = await operatorTestBed("e2e-cli"));
     pv = await provideVolume(admin, ns.name, "resnet-model");
     await applyObjects(admin, ns.name, [
       ...readSample("mlmodel-download-then-serve.yaml"),
@@ -77,11 +75,7 @@ describe("mlmodel status and describe on real resources", () => {
     await waitForPhase(admin, ns.name, "pull", "Failed", "ImagePullBackOff");
   });
 
-  after(async () => {
-    await operator?.stop();
-    await ns?.delete();
-    if (pv) await admin.delete(builtinKinds.PersistentVolume, { name: pv }).catch(() => {});
-  });
+  after(() => removeTestBed({ ns, admin, operator }, [pv]));
 
   it("status piped: plain table, ready/desired, full download bar, URL and the explaining condition", () => {
     const r = mlmodel(["status", "-n", ns.name]);

@@ -9,18 +9,17 @@ import { after, before, describe, it } from "node:test";
 import { mlModelKind, servingRuntimeKind } from "../../../src/api/kinds.ts";
 import type { MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { builtinKinds, type KubeClient } from "../../../src/runtime/index.ts";
-import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import { type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import { tfServing } from "../../unit/operator/fixtures.ts";
 import {
-  adminClient,
   applyObjects,
   eventsFor,
   isReady,
   leftovers,
+  operatorTestBed,
   podsOf,
   provideVolume,
   type RunningOperator,
-  startOperator,
   userClaim,
   waitForPhase,
 } from "./helpers.ts";
@@ -59,9 +58,7 @@ describe("failure modes and recovery", { concurrency: true }, () => {
   }
 
   before(async () => {
-    ns = await createNamespace("e2e-failures", { podSecurity: "restricted" });
-    admin = await adminClient();
-    operator = await startOperator(ns.name);
+    ({ ns, admin, operator } = await operatorTestBed("e2e-failures"));
   });
 
   after(async () => {

@@ -22,7 +22,7 @@ import {
   type RequestRecord,
   type ResourceKind,
 } from "../../../src/runtime/index.ts";
-import { kubeConfig, waitFor } from "../../harness/cluster.ts";
+import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 
 export const repoRoot = join(import.meta.dirname, "..", "..", "..");
 
@@ -236,4 +236,29 @@ export async function leftovers(client: KubeClient, namespace: string, model: st
     for (const i of items) out.push(`${kind.kind}/${i.metadata.name}`);
   }
   return out;
+}
+
+/** What most e2e files start from. */
+export interface OperatorTestBed {
+  ns: TestNamespace;
+  admin: KubeClient;
+  operator: RunningOperator;
+}
+
+/** A namespace enforcing `restricted`, an admin client, and the operator (its own RBAC) watching the namespace. */
+export async function operatorTestBed(namespacePrefix: string): Promise<OperatorTestBed> {
+  const ns = await createNamespace(namespacePrefix, { podSecurity: "restricted" });
+  const admin = await adminClient();
+  return { ns, admin, operator: await startOperator(ns.name) };
+}
+
+/** Its tear-down, whatever part of the set-up was reached: the operator, the namespace, the volumes made for it. */
+export async function removeTestBed(
+  bed: Partial<OperatorTestBed>,
+  volumes: readonly (string | undefined)[] = [],
+): Promise<void> {
+  await bed.operator?.stop();
+  await bed.ns?.delete();
+  for (const pv of volumes)
+    if (pv) await bed.admin?.delete(builtinKinds.PersistentVolume, { name: pv }).catch(() => {});
 }

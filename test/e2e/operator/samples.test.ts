@@ -6,18 +6,18 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
-import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import { type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import {
-  adminClient,
   applyObjects,
   eventsFor,
   isReady,
   leftovers,
+  operatorTestBed,
   podsOf,
   provideVolume,
   type RunningOperator,
   readSample,
-  startOperator,
+  removeTestBed,
   waitForPhase,
 } from "./helpers.ts";
 
@@ -31,16 +31,10 @@ describe("samples on the local control plane", () => {
   const volumes: string[] = [];
 
   before(async () => {
-    ns = await createNamespace("e2e-samples", { podSecurity: "restricted" });
-    admin = await adminClient();
-    operator = await startOperator(ns.name);
+    ({ ns, admin, operator } = await operatorTestBed("e2e-samples"));
   });
 
-  after(async () => {
-    await operator?.stop();
-    await ns?.delete();
-    for (const pv of volumes) await admin.delete(builtinKinds.PersistentVolume, { name: pv }).catch(() => {});
-  });
+  after(() => removeTestBed({ ns, admin, operator }, volumes));
 
   it("download-then-serve (MLModel operator design): PVC -> Job -> Deployment -> Service, Ready only with ready pods", async () => {
     volumes.push(await provideVolume(admin, ns.name, "resnet-model"));

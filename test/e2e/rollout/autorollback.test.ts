@@ -10,17 +10,17 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
-import { builtinKinds, type KubeClient } from "../../../src/runtime/index.ts";
-import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import type { KubeClient } from "../../../src/runtime/index.ts";
+import { type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import {
-  adminClient,
   applyObjects,
   eventsFor,
   getModel,
+  operatorTestBed,
   podsOf,
   provideVolume,
   type RunningOperator,
-  startOperator,
+  removeTestBed,
   waitForPhase,
 } from "../operator/helpers.ts";
 import { sampleReadyPods } from "./sampler.ts";
@@ -101,16 +101,10 @@ describe("automatic rollback", { concurrency: true }, () => {
   }
 
   before(async () => {
-    ns = await createNamespace("e2e-autorollback", { podSecurity: "restricted" });
-    admin = await adminClient();
-    operator = await startOperator(ns.name);
+    ({ ns, admin, operator } = await operatorTestBed("e2e-autorollback"));
   });
 
-  after(async () => {
-    await operator?.stop();
-    await ns?.delete();
-    for (const pv of volumes) await admin.delete(builtinKinds.PersistentVolume, { name: pv }).catch(() => {});
-  });
+  after(() => removeTestBed({ ns, admin, operator }, volumes));
 
   it("a download that fails: the served version keeps serving", async () => {
     volumes.push(await provideVolume(admin, ns.name, "dl-model"));

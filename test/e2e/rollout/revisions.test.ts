@@ -18,15 +18,15 @@ import type { MLModel } from "../../../src/api/mlmodel.ts";
 import { contentHash } from "../../../src/operator/plan.ts";
 import { pruneJobName } from "../../../src/operator/prune.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
-import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import { type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import {
-  adminClient,
   applyObjects,
+  operatorTestBed,
   podsOf,
   provideVolume,
   type RunningOperator,
+  removeTestBed,
   repoRoot,
-  startOperator,
   waitForPhase,
 } from "../operator/helpers.ts";
 import { sampleReadyPods } from "./sampler.ts";
@@ -85,10 +85,8 @@ describe("rollouts without downtime, revision history, rollback", () => {
   }
 
   before(async () => {
-    ns = await createNamespace("e2e-rollout", { podSecurity: "restricted" });
-    admin = await adminClient();
+    ({ ns, admin, operator } = await operatorTestBed("e2e-rollout"));
     volume = await provideVolume(admin, ns.name, `${name}-model`);
-    operator = await startOperator(ns.name);
     await applyObjects(admin, ns.name, [
       {
         apiVersion: "serving.mlmodel.dev/v1alpha1",
@@ -104,11 +102,7 @@ describe("rollouts without downtime, revision history, rollback", () => {
     await rolledOutTo();
   });
 
-  after(async () => {
-    await operator?.stop();
-    await ns?.delete();
-    await admin?.delete(builtinKinds.PersistentVolume, { name: volume }).catch(() => {});
-  });
+  after(() => removeTestBed({ ns, admin, operator }, [volume]));
 
   it("records the first revision", async () => {
     const m = await model();

@@ -9,14 +9,14 @@ import { after, before, describe, it } from "node:test";
 import type { V1Deployment, V1PodDisruptionBudget, V2HorizontalPodAutoscaler } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import { ApiError, builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
-import { createNamespace, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import { type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import {
-  adminClient,
   applyObjects,
   isReady,
+  operatorTestBed,
   podsOf,
   type RunningOperator,
-  startOperator,
+  removeTestBed,
   waitForPhase,
 } from "../operator/helpers.ts";
 
@@ -41,9 +41,7 @@ describe("scaling", () => {
   }
 
   before(async () => {
-    ns = await createNamespace("e2e-scaling", { podSecurity: "restricted" });
-    admin = await adminClient();
-    operator = await startOperator(ns.name);
+    ({ ns, admin, operator } = await operatorTestBed("e2e-scaling"));
     await applyObjects(admin, ns.name, [
       {
         apiVersion: "serving.mlmodel.dev/v1alpha1",
@@ -58,10 +56,7 @@ describe("scaling", () => {
     ]);
   });
 
-  after(async () => {
-    await operator?.stop();
-    await ns?.delete();
-  });
+  after(() => removeTestBed({ ns, admin, operator }));
 
   it("one replica: Ready, no disruption budget", async () => {
     await waitForPhase(admin, ns.name, name, "Ready");
