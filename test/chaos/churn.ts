@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
 import { fakeNode } from "../../src/cluster/bootstrap.ts";
-import { install } from "../../src/operator/install.ts";
+import { install } from "../../src/install/install.ts";
 import { kubeClientFor } from "../../src/operator/kube-client.ts";
 import {
   builtinKinds,

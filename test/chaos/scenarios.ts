@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
-import { defaultOperatorNamespace } from "../../src/operator/manifests.ts";
+import { defaultOperatorNamespace } from "../../src/install/manifests.ts";
 import { leaseName } from "../../src/operator/run.ts";
 import {
   builtinKinds,

@@ -1,8 +1,8 @@
 /** `mlmodel install`: CRDs, built-in runtimes and the operator's RBAC, applied to a cluster. */
 import { stringify } from "yaml";
-import { install } from "../../operator/install.ts";
+import { install } from "../../install/install.ts";
+import { defaultOperatorNamespace, installManifests } from "../../install/manifests.ts";
 import { kubeClientFor } from "../../operator/kube-client.ts";
-import { defaultOperatorNamespace, installManifests } from "../../operator/manifests.ts";
 import { CliError } from "../errors.ts";
 import { parseCommandLine } from "../views/session.ts";
 import { loadKubeConfig } from "./kubeconfig-flag.ts";

@@ -12,7 +12,7 @@ import { parseAllDocuments } from "yaml";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { status as clusterStatus, defaultClusterDir, kubeconfigPath, up } from "../../cluster/index.ts";
-import { install } from "../../operator/install.ts";
+import { install } from "../../install/install.ts";
 import { kubeClientFor } from "../../operator/kube-client.ts";
 import { childNames } from "../../operator/names.ts";
 import { createOperator } from "../../operator/run.ts";

@@ -10,9 +10,9 @@ import pino from "pino";
 import { parseAllDocuments } from "yaml";
 import { mlModelKind, servingRuntimeKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
-import { install } from "../../../src/operator/install.ts";
+import { install } from "../../../src/install/install.ts";
+import { defaultOperatorNamespace } from "../../../src/install/manifests.ts";
 import { kubeClientFor } from "../../../src/operator/kube-client.ts";
-import { defaultOperatorNamespace } from "../../../src/operator/manifests.ts";
 import { operatorName } from "../../../src/operator/names.ts";
 import { createOperator } from "../../../src/operator/run.ts";
 import {

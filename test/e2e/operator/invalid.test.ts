@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { mlModelKind } from "../../../src/api/kinds.ts";
-import { install } from "../../../src/operator/install.ts";
+import { install } from "../../../src/install/install.ts";
 import { ApiError, type KubeClient } from "../../../src/runtime/index.ts";
 import { createNamespace, type TestNamespace } from "../../harness/cluster.ts";
 import { adminClient } from "./helpers.ts";

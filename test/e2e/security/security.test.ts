@@ -13,8 +13,8 @@ import { after, before, describe, it } from "node:test";
 import { AuthorizationV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import { downloaderRoleRule } from "../../../src/downloader/contract.ts";
-import { install } from "../../../src/operator/install.ts";
-import { defaultOperatorNamespace } from "../../../src/operator/manifests.ts";
+import { install } from "../../../src/install/install.ts";
+import { defaultOperatorNamespace } from "../../../src/install/manifests.ts";
 import { childNames, operatorName } from "../../../src/operator/names.ts";
 import { ApiError, builtinKinds, KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import {

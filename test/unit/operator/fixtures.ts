@@ -1,6 +1,6 @@
 import type { V1Deployment, V1Pod } from "@kubernetes/client-node";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
-import { builtinRuntimes } from "../../../src/operator/builtin-runtimes.ts";
+import { builtinRuntimes } from "../../../src/install/builtin-runtimes.ts";
 import { labels } from "../../../src/operator/names.ts";
 
 export function model(spec: MLModelSpec, name = "resnet"): MLModel {

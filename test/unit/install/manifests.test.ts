@@ -2,20 +2,20 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { deployDir, renderManifestFiles } from "../../../src/install/generate.ts";
+import { rbacManifests, rulesFor } from "../../../src/install/manifests.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
-import { deployDir, renderManifestFiles } from "../../../src/operator/generate.ts";
-import { rbacManifests, rulesFor } from "../../../src/operator/manifests.ts";
 
 describe("install manifests", () => {
-  it("committed deploy/ files are current (regenerate: node src/operator/generate.ts)", () => {
+  it("committed deploy/ files are current (regenerate: node src/install/generate.ts)", () => {
     for (const [file, text] of renderManifestFiles()) {
       let committed = "";
       try {
         committed = readFileSync(join(deployDir, file), "utf8");
       } catch {
-        assert.fail(`deploy/${file} is missing; run node src/operator/generate.ts`);
+        assert.fail(`deploy/${file} is missing; run node src/install/generate.ts`);
       }
-      assert.equal(committed, text, `deploy/${file} is stale; run node src/operator/generate.ts`);
+      assert.equal(committed, text, `deploy/${file} is stale; run node src/install/generate.ts`);
     }
   });
 

@@ -1,13 +1,13 @@
 /**
  * Everything `mlmodel install` applies, as objects: CRDs, built-in runtimes, and the
  * operator's least-privilege RBAC generated from the access table the controller declares.
- * `node src/operator/generate.ts` writes the same objects to deploy/.
+ * `node src/install/generate.ts` writes the same objects to deploy/.
  */
 import { allCrds } from "../api/crds.ts";
+import { type Access, leaderElectionAccess, operatorAccess } from "../operator/access.ts";
+import { operatorName } from "../operator/names.ts";
 import type { KubeObject } from "../runtime/index.ts";
-import { type Access, leaderElectionAccess, operatorAccess } from "./access.ts";
 import { builtinRuntimes } from "./builtin-runtimes.ts";
-import { operatorName } from "./names.ts";
 
 export const defaultOperatorNamespace = "mlmodel-system";
 
