@@ -1,8 +1,8 @@
 /** Builds the operator process: a Manager with the MLModel controller registered. */
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { type KubeClient, Manager } from "../runtime/index.ts";
-import { kubeClientFor } from "./kube-client.ts";
+import { defaultKubeConfig, KubeClient, Manager } from "../runtime/index.ts";
+import { operatorName } from "./names.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
 import { addMLModelController } from "./reconciler.ts";
 
@@ -23,7 +23,9 @@ export interface OperatorOptions extends Partial<OperatorConfig> {
 export const leaseName = "mlmodel-operator";
 
 export async function createOperator(options: OperatorOptions): Promise<Manager> {
-  const client = options.client ?? (options.kubeConfig ? await kubeClientFor(options.kubeConfig) : undefined);
+  const client =
+    options.client ??
+    KubeClient.fromKubeConfig(options.kubeConfig ?? defaultKubeConfig(), { userAgent: operatorName });
   const mgr = new Manager({
     kubeConfig: options.kubeConfig,
     client,

@@ -2,9 +2,10 @@
  * KubeClient: the few REST verbs a controller needs, over undici's fetch.
  *
  * Auth and TLS come from client-node's KubeConfig (kubeconfig files, in-cluster service
- * account, exec plugins, client certificates): we ask it for the https options once for the
- * TLS material (CA, client cert and key go into an undici Agent) and for the headers before
- * every request (tokens rotate: the in-cluster token file is re-read by client-node).
+ * account, exec plugins, client certificates, basic auth): we ask it for the https options
+ * before every request, for the headers (tokens rotate: the in-cluster token file is re-read
+ * by client-node) and the TLS material (CA, client cert and key go into an undici Agent,
+ * rebuilt only when they change). See kubeConfigConnection.
  *
  * Every request is counted by verb and HTTP code through `onRequest` listeners (metrics).
  * There is no client-side rate limit: like controller-runtime since v0.21 we rely on the
@@ -117,35 +118,9 @@ export class KubeClient {
     this.#userAgent = opts.userAgent ?? "mlmodel-runtime";
   }
 
-  /** Builds a client from a loaded KubeConfig (current context). */
+  /** Builds a client from a loaded KubeConfig (current context): see kubeConfigConnection. */
   static fromKubeConfig(kc: KubeConfig, opts: KubeClientOptions = {}): KubeClient {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) {
-      throw new TypeError(`kubeconfig has no current cluster (current-context "${kc.getCurrentContext()}")`);
-    }
-    let dispatcher: Dispatcher | undefined;
-    const headers = async (): Promise<Record<string, string>> => {
-      const https: RequestOptions = {};
-      await kc.applyToHTTPSOptions(https);
-      if (!dispatcher && cluster.server.startsWith("https:"))
-        dispatcher = tlsAgent(https, cluster.tlsServerName);
-      const out: Record<string, string> = {};
-      for (const [name, value] of Object.entries(https.headers ?? {})) {
-        if (value !== undefined) out[name] = String(value);
-      }
-      if (typeof https.auth === "string" && !out["Authorization"]) {
-        out["Authorization"] = `Basic ${Buffer.from(https.auth).toString("base64")}`;
-      }
-      return out;
-    };
-    const conn: Connection = {
-      server: cluster.server,
-      headers,
-      get dispatcher() {
-        return dispatcher;
-      },
-    };
-    return new KubeClient(conn, opts);
+    return new KubeClient(kubeConfigConnection(kc), opts);
   }
 
   /** Calls `fn` after every request, with its verb and HTTP code (0: no answer). */
@@ -397,6 +372,59 @@ export class KubeClient {
   #record(r: RequestRecord): void {
     for (const fn of this.#listeners) fn(r);
   }
+}
+
+/**
+ * The connection of a KubeConfig's current context, with every credential client-node knows:
+ * bearer tokens (also read from a token file, as in-cluster), client certificates, basic auth,
+ * exec plugins and auth providers, impersonation. client-node is asked before every request,
+ * since tokens rotate (it re-reads token files and re-runs exec plugins when their credential
+ * expires). The TLS dispatcher is built from its first answer and again whenever the CA or
+ * client certificate in an answer changes (an exec plugin may hand out short-lived
+ * certificates; a mounted CA bundle may be replaced).
+ */
+export function kubeConfigConnection(kc: KubeConfig): Connection {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) {
+    throw new TypeError(`kubeconfig has no current cluster (current-context "${kc.getCurrentContext()}")`);
+  }
+  const secure = cluster.server.startsWith("https:");
+  let dispatcher: Agent | undefined;
+  let identity = "";
+  const headers = async (): Promise<Record<string, string>> => {
+    const https: RequestOptions = {};
+    await kc.applyToHTTPSOptions(https);
+    if (secure) {
+      const now = tlsIdentity(https);
+      if (!dispatcher || now !== identity) {
+        const previous = dispatcher;
+        dispatcher = tlsAgent(https, cluster.tlsServerName);
+        identity = now;
+        // Requests under way on the old one finish; its idle connections close.
+        void previous?.close().catch(() => {});
+      }
+    }
+    const out: Record<string, string> = {};
+    for (const [name, value] of Object.entries(https.headers ?? {})) {
+      if (value !== undefined) out[name] = String(value);
+    }
+    if (typeof https.auth === "string" && !out["Authorization"]) {
+      out["Authorization"] = `Basic ${Buffer.from(https.auth).toString("base64")}`;
+    }
+    return out;
+  };
+  return {
+    server: cluster.server,
+    headers,
+    get dispatcher() {
+      return dispatcher;
+    },
+  };
+}
+
+/** What the TLS dispatcher is built from: a change means a new dispatcher. */
+function tlsIdentity(https: RequestOptions): string {
+  return [https.ca, https.cert, https.key, https.rejectUnauthorized].map((v) => String(v ?? "")).join("\0");
 }
 
 function tlsAgent(https: RequestOptions, servername: string | undefined): Agent {

@@ -15,7 +15,7 @@ export type {
   Verb,
   WatchOptions,
 } from "./client.ts";
-export { KubeClient, WatchInactivityError } from "./client.ts";
+export { KubeClient, kubeConfigConnection, WatchInactivityError } from "./client.ts";
 export type { Clock, Timer } from "./clock.ts";
 export { FakeClock, realClock, sleep } from "./clock.ts";
 export type {

@@ -2,10 +2,9 @@
 import { stringify } from "yaml";
 import { install } from "../../install/install.ts";
 import { defaultOperatorNamespace, installManifests } from "../../install/manifests.ts";
-import { kubeClientFor } from "../../operator/kube-client.ts";
 import { CliError } from "../errors.ts";
 import { parseCommandLine } from "../views/session.ts";
-import { loadKubeConfig } from "./kubeconfig-flag.ts";
+import { cliClient, loadKubeConfig } from "./kubeconfig-flag.ts";
 
 export const summary = "install CRDs, built-in serving runtimes and operator RBAC into a cluster";
 
@@ -53,7 +52,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const kc = loadKubeConfig(values.kubeconfig, "pass --kubeconfig PATH or set KUBECONFIG");
-  await install(await kubeClientFor(kc), { namespace, progress: (line) => console.log(line) });
+  await install(cliClient(kc), { namespace, progress: (line) => console.log(line) });
   console.log(
     `installed; run the operator with: mlmodel operator${values.kubeconfig ? ` --kubeconfig ${values.kubeconfig}` : ""}`,
   );

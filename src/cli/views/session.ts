@@ -4,9 +4,8 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { stringify } from "yaml";
-import { kubeClientFor } from "../../operator/kube-client.ts";
 import type { KubeClient, KubeObject } from "../../runtime/index.ts";
-import { loadKubeConfig } from "../commands/kubeconfig-flag.ts";
+import { cliClient, loadKubeConfig } from "../commands/kubeconfig-flag.ts";
 import { CliError } from "../errors.ts";
 import { type ColorMode, colorModes, type Style, styleFor } from "./style.ts";
 
@@ -91,7 +90,7 @@ export async function openSession(flags: { kubeconfig?: string; namespace?: stri
       2,
     );
   }
-  return { client: await kubeClientFor(kc), namespace };
+  return { client: cliClient(kc), namespace };
 }
 
 export function styleFromFlag(value: string, out: NodeJS.WriteStream = process.stdout): Style {

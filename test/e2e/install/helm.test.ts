@@ -11,8 +11,7 @@ import { managerDeployment, runtimeObjects } from "../../../scripts/gen-install.
 import { install } from "../../../src/install/install.ts";
 import { rulesFor } from "../../../src/install/manifests.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
-import { kubeClientFor } from "../../../src/operator/kube-client.ts";
-import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
+import { builtinKinds, KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { helm, kubeVersion } from "./helm.ts";
@@ -201,7 +200,7 @@ describe("Helm chart deploy/helm/mlmodel-operator", () => {
     before(async () => {
       ns = await createNamespace("e2e-helm", { podSecurity: "restricted" });
       other = await createNamespace("e2e-helm-watched");
-      const admin = await kubeClientFor(kubeConfig());
+      const admin = KubeClient.fromKubeConfig(kubeConfig());
       // CRDs as `helm install` puts them first (crds/ holds the same generated CRDs).
       await install(admin);
       // A stand-in for the Prometheus Operator's ServiceMonitor CRD, so its object can be checked too.

@@ -14,9 +14,8 @@ import { AuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import { defaultOperatorNamespace, rulesFor } from "../../../src/install/manifests.ts";
 import { leaderElectionAccess, operatorAccess } from "../../../src/operator/access.ts";
-import { kubeClientFor } from "../../../src/operator/kube-client.ts";
 import { operatorName } from "../../../src/operator/names.ts";
-import { ApiError, builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
+import { ApiError, builtinKinds, KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { type PrivateCluster, startPrivateCluster, waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { applyObjects, isReady, leftovers, podsOf, provideVolume, readSample } from "../operator/helpers.ts";
@@ -44,7 +43,7 @@ describe("dist/install.yaml on a fresh local control plane", () => {
 
   before(async () => {
     cluster = await startPrivateCluster("install");
-    admin = await kubeClientFor(cluster.kubeConfig());
+    admin = KubeClient.fromKubeConfig(cluster.kubeConfig());
     saKubeConfigPath = join(scratchDir("sa"), "operator.kubeconfig");
   });
 
@@ -253,7 +252,7 @@ describe("dist/install.yaml on a fresh local control plane", () => {
       );
     }
     // And the API server enforces it on a real request.
-    const sa = await kubeClientFor(saKubeConfig);
+    const sa = KubeClient.fromKubeConfig(saKubeConfig);
     await assert.rejects(
       sa.create(builtinKinds.Secret, {
         apiVersion: "v1",

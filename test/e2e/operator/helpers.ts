@@ -12,12 +12,11 @@ import { mlModelKind, servingRuntimeKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
 import { install } from "../../../src/install/install.ts";
 import { defaultOperatorNamespace } from "../../../src/install/manifests.ts";
-import { kubeClientFor } from "../../../src/operator/kube-client.ts";
 import { operatorName } from "../../../src/operator/names.ts";
 import { createOperator } from "../../../src/operator/run.ts";
 import {
   builtinKinds,
-  type KubeClient,
+  KubeClient,
   type KubeObject,
   type RequestRecord,
   type ResourceKind,
@@ -27,7 +26,7 @@ import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../
 export const repoRoot = join(import.meta.dirname, "..", "..", "..");
 
 export async function adminClient(): Promise<KubeClient> {
-  return kubeClientFor(kubeConfig());
+  return KubeClient.fromKubeConfig(kubeConfig());
 }
 
 const kinds: Record<string, ResourceKind> = {
