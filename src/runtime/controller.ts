@@ -21,7 +21,7 @@ import { WorkQueue } from "./queue.ts";
 import type { ReconcileContext, Reconciler } from "./reconcile.ts";
 import type { Store, StoreChange } from "./store.ts";
 import type { KubeObject, Request } from "./types.ts";
-import { keyString, objectKey, parseKey } from "./types.ts";
+import { isDnsLabel, keyString, objectKey, parseKey } from "./types.ts";
 
 export type MapFunc<T extends KubeObject = KubeObject> = (obj: Readonly<T>) => Request[];
 
@@ -138,15 +138,10 @@ export class Controller {
   #started = false;
 
   constructor(opts: ControllerOptions, deps: ControllerDeps) {
-    if (!Number.isInteger(opts.concurrency) || opts.concurrency < 1) {
-      throw new RangeError(
-        `controller "${opts.name}" concurrency must be an integer >= 1, got ${opts.concurrency}`,
-      );
-    }
     this.name = opts.name;
     this.forKind = opts.forKind;
     this.sources = opts.sources;
-    this.concurrency = opts.concurrency;
+    this.concurrency = checkedConcurrency(opts.name, opts.concurrency);
     this.#reconciler = opts.reconciler;
     this.#deps = deps;
     this.#clock = deps.clock ?? realClock;
@@ -306,6 +301,14 @@ export class Controller {
   }
 }
 
+/** Reconciles of one controller at once: a whole number >= 1, or a RangeError naming the controller. */
+function checkedConcurrency(controller: string, n: number): number {
+  if (!Number.isInteger(n) || n < 1) {
+    throw new RangeError(`controller "${controller}" concurrency must be an integer >= 1, got ${n}`);
+  }
+  return n;
+}
+
 /** Fluent builder: mgr.controller(name).for(kind).owns(kind).watches(kind, map).reconcile(fn). */
 export class ControllerBuilder {
   readonly #name: string;
@@ -317,9 +320,9 @@ export class ControllerBuilder {
   #concurrency = 1;
 
   constructor(name: string, register: (opts: ControllerOptions) => Controller) {
-    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+    if (!isDnsLabel(name)) {
       throw new TypeError(
-        `controller name "${name}" must be lowercase letters, digits and '-' (e.g. "podset")`,
+        `controller name "${name}" must be lowercase letters, digits and '-', at most 63 (e.g. "podset")`,
       );
     }
     this.#name = name;
@@ -352,10 +355,7 @@ export class ControllerBuilder {
   }
 
   concurrency(n: number): this {
-    if (!Number.isInteger(n) || n < 1) {
-      throw new RangeError(`controller "${this.#name}" concurrency must be an integer >= 1, got ${n}`);
-    }
-    this.#concurrency = n;
+    this.#concurrency = checkedConcurrency(this.#name, n);
     return this;
   }
 

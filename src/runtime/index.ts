@@ -104,7 +104,7 @@ export type {
   Status,
   WatchEvent,
 } from "./types.ts";
-export { keyString, objectKey, parseKey } from "./types.ts";
+export { isDnsLabel, keyString, objectKey, parseKey } from "./types.ts";
 export type { Scope, WatcherEvent, WatcherOptions, WatcherState, WatchSource } from "./watcher.ts";
 export {
   clientSource,

@@ -30,7 +30,7 @@ import { RuntimeMetrics } from "./metrics.ts";
 import { Reachability } from "./reachability.ts";
 import { closeServer, parseBindAddress, probe, serve } from "./server.ts";
 import { type IndexFunc, MultiStore, type Store } from "./store.ts";
-import type { KubeObject } from "./types.ts";
+import { isDnsLabel, type KubeObject } from "./types.ts";
 
 export interface ManagerOptions {
   /** Default: loaded from $KUBECONFIG / ~/.kube/config / in-cluster. */
@@ -113,7 +113,7 @@ export class Manager {
     this.client = opts.client ?? KubeClient.fromKubeConfig(opts.kubeConfig ?? defaultKubeConfig());
     this.client.onRequest(this.metrics.recordRequest);
     for (const ns of opts.namespaces ?? []) {
-      if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns)) {
+      if (!isDnsLabel(ns)) {
         throw new TypeError(`namespaces contains "${ns}", which is not a valid namespace name`);
       }
     }

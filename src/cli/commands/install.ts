@@ -2,6 +2,7 @@
 import { stringify } from "yaml";
 import { install } from "../../install/install.ts";
 import { defaultOperatorNamespace, installManifests } from "../../install/manifests.ts";
+import { isDnsLabel } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
 import { parseCommandLine } from "../views/session.ts";
 import { cliClient, loadKubeConfig } from "./kubeconfig-flag.ts";
@@ -40,9 +41,9 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const namespace = values.namespace ?? defaultOperatorNamespace;
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace)) {
+  if (!isDnsLabel(namespace)) {
     throw new CliError(
-      `--namespace "${namespace}" is not a valid namespace name (lowercase letters, digits, '-')`,
+      `--namespace "${namespace}" is not a valid namespace name (lowercase letters, digits, '-', at most 63)`,
       2,
     );
   }

@@ -4,7 +4,7 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { stringify } from "yaml";
-import type { KubeClient, KubeObject } from "../../runtime/index.ts";
+import { isDnsLabel, type KubeClient, type KubeObject } from "../../runtime/index.ts";
 import { cliClient, loadKubeConfig } from "../commands/kubeconfig-flag.ts";
 import { CliError } from "../errors.ts";
 import { type ColorMode, colorModes, type Style, styleFor } from "./style.ts";
@@ -38,8 +38,6 @@ export interface Session {
   client: KubeClient;
   namespace: string;
 }
-
-const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export function checkName(flag: string, value: string, what: string): string {
   if (value.length > 253 || !/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/.test(value)) {
@@ -84,7 +82,7 @@ export async function openSession(flags: { kubeconfig?: string; namespace?: stri
   );
   const fromContext = kc.getContextObject(kc.getCurrentContext())?.namespace;
   const namespace = flags.namespace ?? fromContext ?? "default";
-  if (!dnsLabel.test(namespace) || namespace.length > 63) {
+  if (!isDnsLabel(namespace)) {
     throw new CliError(
       `--namespace "${namespace}" is not a valid namespace name: lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit`,
       2,

@@ -6,6 +6,7 @@ import { FakeClock, settle } from "../../../src/runtime/clock.ts";
 import {
   Controller,
   ControllerBuilder,
+  type ControllerDeps,
   type ControllerOptions,
   mapSource,
   outcomeOf,
@@ -258,8 +259,21 @@ describe("Controller", () => {
       /controller name "PodSet!" must be/,
     );
     assert.throws(
+      () => new ControllerBuilder("a".repeat(64), () => assert.fail()),
+      /must be lowercase letters, digits and '-', at most 63/,
+    );
+    assert.throws(
       () => new ControllerBuilder("x", () => assert.fail()).concurrency(0),
       /concurrency must be an integer >= 1, got 0/,
+    );
+    assert.throws(
+      () =>
+        new Controller(
+          { name: "x", forKind: builtinKinds.Pod, sources: [], reconciler: async () => {}, concurrency: 1.5 },
+          {} as ControllerDeps,
+        ),
+      /controller "x" concurrency must be an integer >= 1, got 1.5/,
+      "the Controller checks as its builder does",
     );
     assert.throws(
       () => new ControllerBuilder("x", () => assert.fail()).reconcile(async () => {}),
