@@ -2,7 +2,7 @@
  * The CustomResourceDefinitions, built from the schemas. `node src/api/generate.ts` writes
  * them to deploy/crds; a unit test fails when the committed files are stale.
  */
-import type { ResourceKind } from "../runtime/kinds.ts";
+import type { ResourceKind } from "../runtime/index.ts";
 import { group } from "./fragments.ts";
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "./kinds.ts";
 import { mlModelSpecSchema, mlModelStatusSchema } from "./mlmodel.ts";

@@ -33,7 +33,7 @@ import {
   modelNamespaceEnv,
   terminationLogPath,
 } from "../downloader/contract.ts";
-import type { OwnerReference } from "../runtime/types.ts";
+import type { OwnerReference } from "../runtime/index.ts";
 import { childLabels, childNames, labels, servingSelector, shortHash } from "./names.ts";
 import { defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
 

@@ -9,7 +9,7 @@
  */
 import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
 import type { MLModelSpec } from "../api/mlmodel.ts";
-import type { OwnerReference } from "../runtime/types.ts";
+import type { OwnerReference } from "../runtime/index.ts";
 import { childLabels, shortHash } from "./names.ts";
 import { contentHash, defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
 import { revisionSpec } from "./revisions.ts";

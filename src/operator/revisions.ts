@@ -7,7 +7,7 @@
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../api/mlmodel.ts";
-import type { OwnerReference } from "../runtime/types.ts";
+import type { OwnerReference } from "../runtime/index.ts";
 import { childLabels, labels } from "./names.ts";
 
 export const defaultRevisionHistoryLimit = 10;
