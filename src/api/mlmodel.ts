@@ -6,9 +6,6 @@ import { conditions, envList, matching, objectName, port, quantity, stringList }
 import type { KubeObjectOf } from "./object.ts";
 import type { FromSchema } from "./schema-types.ts";
 
-// URI schemes the downloader understands, plus pvc:// (mounted, never copied).
-export const modelUriSchemes = ["s3", "gs", "http", "https", "hf", "pvc"] as const;
-
 const modelSpec = {
   type: "object",
   description:

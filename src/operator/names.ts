@@ -22,6 +22,10 @@ export const labels = {
 export const annotations = {
   /** Hash of the object the operator last applied; a reconcile skips the write when it matches. */
   appliedHash: "serving.mlmodel.dev/applied-hash",
+  /** On a download Job: the hash of its spec. A running Job whose spec is no longer wanted is replaced. */
+  jobSpecHash: "serving.mlmodel.dev/job-spec-hash",
+  /** On a download Job: its inputs (generation, Secret version). A failed Job is retried when they change. */
+  retryKey: "serving.mlmodel.dev/retry-key",
 } as const;
 
 export type Component =

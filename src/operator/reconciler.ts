@@ -23,6 +23,7 @@ import {
   controllerOwnerRef,
   generationChangedPredicate,
   type KubeObject,
+  keyString,
   type Manager,
   type ReconcileContext,
   type ReconcileResult,
@@ -40,7 +41,7 @@ import {
   servingPodTemplate,
 } from "./desired.ts";
 import { needsApply, withAppliedHash } from "./drift.ts";
-import { canonicalJson, childNames, fieldManager, labels, shortHash } from "./names.ts";
+import { annotations, canonicalJson, childNames, fieldManager, labels, shortHash } from "./names.ts";
 import { type OperatorConfig, PlanError, planModel, type ServingPlan } from "./plan.ts";
 import { contentToKeep, desiredPruneJob } from "./prune.ts";
 import {
@@ -51,7 +52,14 @@ import {
 } from "./revisions.ts";
 import { activeRollback, failureToRecord, justRolledBack, withRollback } from "./rollback.ts";
 import { resolveRuntime } from "./runtime-selection.ts";
-import { computeStatus, type MissingDependency, type Observed, transitionEvent } from "./status.ts";
+import {
+  computeStatus,
+  jobState,
+  type MissingDependency,
+  type Observed,
+  operatorOwned,
+  transitionEvent,
+} from "./status.ts";
 
 export interface MLModelControllerOptions extends OperatorConfig {
   concurrency?: number;
@@ -96,9 +104,15 @@ export function secretWithoutValues(obj: KubeObject): KubeObject {
 /** Index of our pods by "namespace/model" (their model label). */
 export const podsByModelIndex = "pods-by-model";
 
+/** The MLModel a pod of ours belongs to (its model label), if any. */
+export function modelOfPod(pod: Readonly<KubeObject>): Request | undefined {
+  const name = pod.metadata.labels?.[labels.model];
+  return name ? { namespace: pod.metadata.namespace, name } : undefined;
+}
+
 export function podModelKeys(pod: Readonly<KubeObject>): string[] {
-  const model = pod.metadata.labels?.[labels.model];
-  return model ? [`${pod.metadata.namespace}/${model}`] : [];
+  const model = modelOfPod(pod);
+  return model ? [keyString(model)] : [];
 }
 
 /**
@@ -107,9 +121,6 @@ export function podModelKeys(pod: Readonly<KubeObject>): string[] {
  * (bench/README.md has the measurements behind the number).
  */
 export const defaultConcurrency = 8;
-
-const jobSpecHash = "serving.mlmodel.dev/job-spec-hash";
-const retryKey = "serving.mlmodel.dev/retry-key";
 
 export function addMLModelController(mgr: Manager, options: MLModelControllerOptions): void {
   const models = mgr.cache<MLModel>(mlModelKind, { indexes: { [referenceIndex]: modelReferences } });
@@ -136,8 +147,8 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .owns(builtinKinds.PodDisruptionBudget)
     .owns(builtinKinds.ControllerRevision)
     .watches(builtinKinds.Pod, (pod) => {
-      const model = pod.metadata.labels?.[labels.model];
-      return model ? [{ namespace: pod.metadata.namespace, name: model }] : [];
+      const model = modelOfPod(pod);
+      return model ? [model] : [];
     })
     .watches(builtinKinds.Secret, byReference("Secret"))
     .watches(builtinKinds.ConfigMap, byReference("ConfigMap"))
@@ -226,14 +237,6 @@ async function applyIfChanged<T extends KubeObject>(
   return true;
 }
 
-function jobState(job: V1Job | undefined): "Complete" | "Failed" | "Active" | undefined {
-  if (!job) return undefined;
-  const done = job.status?.conditions?.find(
-    (c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True",
-  );
-  return (done?.type as "Complete" | "Failed" | undefined) ?? "Active";
-}
-
 /**
  * The download Job of the plan. Job templates are immutable and a Job is a one-shot action,
  * so a Job is created once and never re-applied: a running Job whose template no longer
@@ -264,8 +267,8 @@ async function syncDownloadJob(
   const specHash = shortHash(desired.spec);
   const state = jobState(actual);
   const stale =
-    (state === "Failed" && actual?.metadata?.annotations?.[retryKey] !== inputs) ||
-    (state === "Active" && actual?.metadata?.annotations?.[jobSpecHash] !== specHash);
+    (state === "Failed" && actual?.metadata?.annotations?.[annotations.retryKey] !== inputs) ||
+    (state === "Active" && actual?.metadata?.annotations?.[annotations.jobSpecHash] !== specHash);
   if (actual && stale) {
     ctx.log.info({ job: name, state }, "replacing download Job");
     await ctx.client.delete(
@@ -279,7 +282,7 @@ async function syncDownloadJob(
   await applyDownloadIdentity(ctx, model, plan);
   // The progress shown must be this Job's: a previous download's (Complete, 100%) goes first.
   if (staleProgress(ctx, model)) await clearProgress(ctx, model, "progress");
-  desired.metadata!.annotations = { [jobSpecHash]: specHash, [retryKey]: inputs };
+  desired.metadata!.annotations = { [annotations.jobSpecHash]: specHash, [annotations.retryKey]: inputs };
   const created = await ctx.client.apply(builtinKinds.Job, desired as KubeObject, {
     fieldManager,
     force: true,
@@ -334,22 +337,6 @@ async function clearProgress(ctx: ReconcileContext, model: MLModel, what: "progr
     "merge",
     { subresource: "status", fieldManager, signal: ctx.signal },
   );
-}
-
-/**
- * Status fields the operator owns and applies. The downloader owns status.download's progress
- * fields: they are left out, so comparing never sees the downloader's changes as the
- * operator's, and applying never takes their ownership.
- */
-export function operatorOwned(status: MLModelStatus | undefined): unknown {
-  if (!status) return {};
-  const { download, ...rest } = status;
-  const { job, jobState: js, attempts } = download ?? {};
-  const mine = Object.fromEntries(
-    Object.entries({ job, jobState: js, attempts }).filter(([, v]) => v !== undefined),
-  );
-  // Progress alone (before the operator wrote its fields, or after) is no operator status.
-  return Object.keys(mine).length ? { ...rest, download: mine } : rest;
 }
 
 export async function reconcileMLModel(

@@ -1,7 +1,8 @@
 /**
  * The reliability scenarios, each on a PRIVATE control plane of its own (faults never reach
- * the tests running beside them). Each returns figures; the short test (chaos.short.test.ts)
- * and `npm run test:chaos` (scripts/chaos.ts) run them at two sizes and assert on the figures.
+ * the tests running beside them). Each returns figures; the short tests (faults.short.test.ts,
+ * input.short.test.ts) and `npm run test:chaos` (scripts/chaos.ts) run them at two sizes and
+ * assert on the figures.
  */
 import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";

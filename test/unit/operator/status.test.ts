@@ -7,8 +7,12 @@ import { Progress } from "../../../src/downloader/progress.ts";
 import { holds, needsApply, withAppliedHash } from "../../../src/operator/drift.ts";
 import { canonicalJson } from "../../../src/operator/names.ts";
 import { planModel } from "../../../src/operator/plan.ts";
-import { operatorOwned } from "../../../src/operator/reconciler.ts";
-import { computeStatus, type Observed, transitionEvent } from "../../../src/operator/status.ts";
+import {
+  computeStatus,
+  type Observed,
+  operatorOwned,
+  transitionEvent,
+} from "../../../src/operator/status.ts";
 import { deployment, model, pod, tfServing } from "./fixtures.ts";
 
 const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
