@@ -2,9 +2,9 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { defaultKubeConfig, KubeClient, Manager } from "../runtime/index.ts";
+import { addMLModelController } from "./mlmodel/reconcile.ts";
 import { operatorName } from "./names.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
-import { addMLModelController } from "./reconciler.ts";
 
 export interface OperatorOptions extends Partial<OperatorConfig> {
   kubeConfig?: KubeConfig;

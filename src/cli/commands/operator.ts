@@ -2,8 +2,8 @@
 import { Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import pino, { type Logger } from "pino";
+import { defaultConcurrency } from "../../operator/mlmodel/reconcile.ts";
 import { defaultOperatorConfig } from "../../operator/plan.ts";
-import { defaultConcurrency } from "../../operator/reconciler.ts";
 import { createOperator } from "../../operator/run.ts";
 import { shutdownSignal } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";

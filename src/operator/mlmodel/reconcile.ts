@@ -13,10 +13,10 @@ import type {
   V1Service,
   V2HorizontalPodAutoscaler,
 } from "@kubernetes/client-node";
-import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
-import type { MLModel, MLModelStatus } from "../api/mlmodel.ts";
-import type { AnyServingRuntime } from "../api/servingruntime.ts";
-import { downloaderStatusFields } from "../downloader/contract.ts";
+import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../../api/kinds.ts";
+import type { MLModel, MLModelStatus } from "../../api/mlmodel.ts";
+import type { AnyServingRuntime } from "../../api/servingruntime.ts";
+import { downloaderStatusFields } from "../../downloader/contract.ts";
 import {
   builtinKinds,
   CONTROLLER_OWNER_INDEX,
@@ -29,7 +29,7 @@ import {
   type ReconcileResult,
   type Request,
   type ResourceKind,
-} from "../runtime/index.ts";
+} from "../../runtime/index.ts";
 import {
   desiredAutoscaler,
   desiredDeployment,
@@ -39,19 +39,19 @@ import {
   desiredService,
   desiredStorage,
   servingPodTemplate,
-} from "./desired.ts";
-import { needsApply, withAppliedHash } from "./drift.ts";
-import { annotations, canonicalJson, childNames, fieldManager, labels, shortHash } from "./names.ts";
-import { type OperatorConfig, PlanError, planModel, type ServingPlan } from "./plan.ts";
-import { contentToKeep, desiredPruneJob } from "./prune.ts";
+} from "../desired.ts";
+import { needsApply, withAppliedHash } from "../drift.ts";
+import { annotations, canonicalJson, childNames, fieldManager, labels, shortHash } from "../names.ts";
+import { type OperatorConfig, PlanError, planModel, type ServingPlan } from "../plan.ts";
+import { contentToKeep, desiredPruneJob } from "../prune.ts";
 import {
   defaultRevisionHistoryLimit,
   desiredRevision,
   revisionsToPrune,
   withRevisionNumbers,
-} from "./revisions.ts";
-import { activeRollback, failureToRecord, justRolledBack, withRollback } from "./rollback.ts";
-import { resolveRuntime } from "./runtime-selection.ts";
+} from "../revisions.ts";
+import { activeRollback, failureToRecord, justRolledBack, withRollback } from "../rollback.ts";
+import { resolveRuntime } from "../runtime-selection.ts";
 import {
   computeStatus,
   jobState,
@@ -59,7 +59,7 @@ import {
   type Observed,
   operatorOwned,
   transitionEvent,
-} from "./status.ts";
+} from "../status.ts";
 
 export interface MLModelControllerOptions extends OperatorConfig {
   concurrency?: number;
