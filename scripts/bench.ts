@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import { benchCluster } from "../bench/lib/cluster.ts";
 import { allSeries, runOperatorBench, type SeriesName } from "../bench/operator/bench.ts";
 import { jsonLine, summary, writeResults } from "../bench/operator/report.ts";
-import { defaultConcurrency } from "../src/operator/mlmodel/reconcile.ts";
+import { defaultConcurrency } from "../src/operator/mlmodel/controller.ts";
 
 const help = `Usage: npm run bench -- [flags]
 

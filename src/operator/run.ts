@@ -2,7 +2,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { defaultKubeConfig, KubeClient, Manager } from "../runtime/index.ts";
-import { addMLModelController } from "./mlmodel/reconcile.ts";
+import { addMLModelController } from "./mlmodel/controller.ts";
 import { operatorName } from "./names.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
 

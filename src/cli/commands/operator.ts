@@ -2,7 +2,7 @@
 import { Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import pino, { type Logger } from "pino";
-import { defaultConcurrency } from "../../operator/mlmodel/reconcile.ts";
+import { defaultConcurrency } from "../../operator/mlmodel/controller.ts";
 import { defaultOperatorConfig } from "../../operator/plan.ts";
 import { createOperator } from "../../operator/run.ts";
 import { shutdownSignal } from "../../runtime/index.ts";

@@ -1,0 +1,46 @@
+/**
+ * What one MLModel reconcile may use. The runtime's ReconcileContext is one (its KubeClient has
+ * these verbs); the recording fake of the unit tests (test/unit/operator/reconcile-harness.ts)
+ * is another. Only the observe stage gets the caches; the stages that write get the client.
+ */
+import type { MLModelStatus } from "../../api/mlmodel.ts";
+import type {
+  EventRecorder,
+  KubeClient,
+  KubeObject,
+  Logger,
+  Request,
+  ResourceKind,
+  Store,
+} from "../../runtime/index.ts";
+
+/**
+ * The writes the MLModel reconciler makes, nothing more: server-side apply of children and of
+ * the status, a merge patch of the status (clearing the downloader's fields), and delete.
+ */
+export type ModelClient = Pick<KubeClient, "apply" | "applyStatus" | "patch" | "delete">;
+
+/** What a stage that writes needs. */
+export interface WriteContext {
+  client: ModelClient;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+/** What the observe stage needs: the request and the shared caches (reads only). */
+export interface ReadContext {
+  request: Request;
+  cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
+}
+
+export interface MLModelContext extends ReadContext, WriteContext {
+  recorder: EventRecorder;
+}
+
+/**
+ * The last status this controller wrote per model ("namespace/name"), and the resourceVersion
+ * of the model it was computed from. A reconcile that runs before the cache has seen that write
+ * (a child changed in between) compares against it instead of the cache's older status, so it
+ * neither writes the same status twice nor records the same transition Event twice.
+ */
+export type WrittenStatuses = Map<string, { fromResourceVersion: string | undefined; status: MLModelStatus }>;

@@ -1,0 +1,121 @@
+/**
+ * Stage 2, decide: what this reconcile is about, as a pure function of the observation. The
+ * plan of the spec, the revision it makes, whether a rollback serves another spec instead, and
+ * which referenced objects are missing. Nothing is written yet.
+ */
+import type { V1ControllerRevision } from "@kubernetes/client-node";
+import type { MLModel } from "../../api/mlmodel.ts";
+import { builtinKinds, controllerOwnerRef, type ResourceKind } from "../../runtime/index.ts";
+import { servingPodTemplate } from "../desired.ts";
+import { PlanError, planModel, type ServingPlan } from "../plan.ts";
+import { desiredRevision } from "../revisions.ts";
+import { activeRollback } from "../rollback.ts";
+import { resolveRuntime } from "../runtime-selection.ts";
+import type { MissingDependency, Observed } from "../status.ts";
+import { referenceKey } from "./caches.ts";
+import type { Observation, Reference } from "./observe.ts";
+
+export interface Decision {
+  /** The plan served: the spec's, or while rolled back the last ready revision's. */
+  plan?: ServingPlan;
+  /** Why the spec has no plan (unknown runtime, invalid name, ...). */
+  planFailure?: Observed["planFailure"];
+  /** The revision of the spec as written: recorded whatever is served (history shows it). */
+  specRevision?: string;
+  /** The ControllerRevision to write for specRevision; none when it is already the newest. */
+  revisionToRecord?: V1ControllerRevision;
+  /** Set while the spec's revision has failed and the last ready one is served instead. */
+  rollback?: NonNullable<ReturnType<typeof activeRollback>>;
+  /** Referenced objects of the served plan that do not exist (or lack the key needed). */
+  missing: MissingDependency[];
+  /** The model is being deleted: nothing is created or recorded any more. */
+  deleting: boolean;
+}
+
+export function decide(o: Observation): Decision {
+  const { model, runtimes } = o;
+  const fromSpec = planFor(model, runtimes);
+  const specRevision = fromSpec.plan ? servingPodTemplate(fromSpec.plan).revision : undefined;
+  const deleting = Boolean(model.metadata.deletionTimestamp);
+  const revisions = o.children.revisions;
+  const revisionToRecord =
+    specRevision && !deleting
+      ? desiredRevision(model, specRevision, controllerOwnerRef(model), revisions)
+      : undefined;
+  const rollback = activeRollback(model, specRevision, revisions);
+  const plan = rollback
+    ? (planFor({ ...model, spec: rollback.spec }, runtimes).plan ?? fromSpec.plan)
+    : fromSpec.plan;
+  return {
+    ...(plan ? { plan } : {}),
+    ...(fromSpec.planFailure ? { planFailure: fromSpec.planFailure } : {}),
+    ...(specRevision ? { specRevision } : {}),
+    ...(revisionToRecord ? { revisionToRecord } : {}),
+    ...(rollback ? { rollback } : {}),
+    missing: plan ? missingDependencies(plan, o.references) : [],
+    deleting,
+  };
+}
+
+/** The serving plan of a model (or of a revision's spec), or why there is none. */
+function planFor(
+  model: MLModel,
+  runtimes: Observation["runtimes"],
+): { plan?: ServingPlan; planFailure?: Observed["planFailure"] } {
+  const resolution = resolveRuntime(model, runtimes.namespaced, runtimes.cluster);
+  if (!resolution.ok) return { planFailure: resolution };
+  try {
+    return { plan: planModel(model, resolution.runtime) };
+  } catch (err) {
+    if (!(err instanceof PlanError)) throw err;
+    return { planFailure: { reason: err.reason, message: err.message } };
+  }
+}
+
+/** The plan's Secret, ConfigMap (and key) and user claim that do not exist, in words a person can act on. */
+export function missingDependencies(
+  plan: ServingPlan,
+  found: ReadonlyMap<string, Reference>,
+): MissingDependency[] {
+  const namespace = plan.namespace;
+  const lookup = (kind: ResourceKind, name: string) => found.get(referenceKey({ kind, namespace, name }));
+  const keysOf = (ref: Reference) => ref.keys.join(", ") || "no keys";
+  const missing: MissingDependency[] = [];
+  const creds = plan.credentials;
+  if (creds) {
+    const secret = lookup(builtinKinds.Secret, creds.secretName);
+    if (!secret) {
+      missing.push({
+        reason: "SecretNotFound",
+        message: `Secret ${creds.secretName} (spec.model.credentialsSecretRef.name) does not exist in namespace ${namespace}`,
+      });
+    } else if (creds.googleCredentialsKey && !secret.keys.includes(creds.googleCredentialsKey)) {
+      missing.push({
+        reason: "SecretNotFound",
+        message: `Secret ${creds.secretName} has no key "${creds.googleCredentialsKey}" (spec.model.credentialsSecretRef.googleCredentialsKey); it has: ${keysOf(secret)}`,
+      });
+    }
+  }
+  const config = plan.configFile;
+  if (config) {
+    const cm = lookup(builtinKinds.ConfigMap, config.configMapName);
+    if (!cm) {
+      missing.push({
+        reason: "ConfigMapNotFound",
+        message: `ConfigMap ${config.configMapName} (spec.model.configMapRef.name) does not exist in namespace ${namespace}`,
+      });
+    } else if (!cm.keys.includes(config.key)) {
+      missing.push({
+        reason: "ConfigMapKeyNotFound",
+        message: `ConfigMap ${config.configMapName} has no key "${config.key}" (spec.model.configMapRef.key); it has: ${keysOf(cm)}`,
+      });
+    }
+  }
+  if (plan.source.type === "pvc" && !lookup(builtinKinds.PersistentVolumeClaim, plan.source.claimName)) {
+    missing.push({
+      reason: "ClaimNotFound",
+      message: `PersistentVolumeClaim ${plan.source.claimName} (from spec.model.uri) does not exist in namespace ${namespace}`,
+    });
+  }
+  return missing;
+}

@@ -1,0 +1,76 @@
+/**
+ * Stage 3, sync children: the syncers in sync/, in the order the model needs them. The spec's
+ * revision is recorded first, whatever happens next. Then, unless something referenced is
+ * missing or the model is being deleted: storage, the download Job, and only once the content
+ * is downloaded the serving children (until then the current pods keep serving the previous
+ * version). Each syncer returns what it found or applied; nothing is read from a cache here.
+ */
+import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
+import { builtinKinds, controllerOwnerRef } from "../../runtime/index.ts";
+import { servingPodTemplate } from "../desired.ts";
+import type { OperatorConfig } from "../plan.ts";
+import { jobState } from "../status.ts";
+import { referenceKey } from "./caches.ts";
+import type { WriteContext } from "./context.ts";
+import type { Decision } from "./decide.ts";
+import type { Observation } from "./observe.ts";
+import { syncDownload } from "./sync/download.ts";
+import { recordRevision } from "./sync/revision.ts";
+import { desiredServing, type ServingSet, servingChildren, syncServing } from "./sync/serving.ts";
+import { syncStorage } from "./sync/storage.ts";
+
+export interface Synced {
+  /** The ControllerRevisions after the revision write. */
+  revisions: readonly V1ControllerRevision[];
+  /** The revision served (its pod template hash), when the children were synced. */
+  revision?: string;
+  /** The plan's download Job, as found or created. */
+  job?: V1Job;
+  /** A stale download Job was deleted: reconcile again soon. */
+  retryLater?: boolean;
+  /** The serving children as they now stand (as observed when they were not synced). */
+  serving: ServingSet;
+}
+
+export async function syncChildren(
+  ctx: WriteContext,
+  o: Observation,
+  d: Decision,
+  config: OperatorConfig,
+): Promise<Synced> {
+  const revisions = d.revisionToRecord
+    ? await recordRevision(ctx, d.revisionToRecord, o.children.revisions)
+    : o.children.revisions;
+  const live = servingChildren(o.children);
+  const plan = d.plan;
+  if (!plan || d.missing.length > 0 || d.deleting) return { revisions, serving: live };
+
+  const owner = controllerOwnerRef(o.model);
+  await syncStorage(ctx, plan, owner, o.children.claims);
+  const secret = plan.credentials
+    ? o.references.get(
+        referenceKey({
+          kind: builtinKinds.Secret,
+          namespace: plan.namespace,
+          name: plan.credentials.secretName,
+        }),
+      )
+    : undefined;
+  const download = await syncDownload(ctx, {
+    model: o.model,
+    plan,
+    config,
+    jobs: o.children.jobs,
+    secretVersion: secret?.resourceVersion ?? "",
+    cachedDownload: o.cached.status?.download,
+  });
+  const downloaded = plan.source.type !== "download" || jobState(download.job) === "Complete";
+  const serving = downloaded ? await syncServing(ctx, desiredServing(plan, owner, live), live) : live;
+  return {
+    revisions,
+    revision: servingPodTemplate(plan).revision,
+    ...(download.job ? { job: download.job } : {}),
+    ...(download.retryLater ? { retryLater: true } : {}),
+    serving,
+  };
+}
