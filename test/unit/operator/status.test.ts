@@ -9,6 +9,7 @@ import { canonicalJson } from "../../../src/operator/names.ts";
 import { planModel } from "../../../src/operator/plan.ts";
 import {
   computeStatus,
+  jobState,
   type Observed,
   operatorOwned,
   transitionEvent,
@@ -237,6 +238,18 @@ describe("computeStatus", () => {
       "Warning",
     );
     assert.equal(transitionEvent(undefined, { phase: "Ready", reason: "Serving" })?.type, "Normal");
+  });
+});
+
+describe("jobState", () => {
+  it("reads a Job's end from its conditions: Complete, Failed, else Active; none without a Job", () => {
+    const ended = (type: string, status = "True"): V1Job => ({ status: { conditions: [{ type, status }] } });
+    assert.equal(jobState(undefined), undefined);
+    assert.equal(jobState({ status: { active: 1 } }), "Active");
+    assert.equal(jobState(ended("Complete")), "Complete");
+    assert.equal(jobState(ended("Failed")), "Failed");
+    assert.equal(jobState(ended("Failed", "False")), "Active");
+    assert.equal(jobState(ended("Suspended")), "Active");
   });
 });
 
