@@ -1,7 +1,8 @@
 /**
- * What the MLModel controller reads and writes, declared once: the controller registers its
- * caches from this table and `mlmodel install` generates the operator's RBAC from it, so the
- * operator has exactly the rights its code uses.
+ * What the MLModel controller reads and writes, declared once: `mlmodel install` generates the
+ * operator's RBAC from this table, and test/unit/operator/reconcile.test.ts checks every cache
+ * the controller registers and every write its reconciles make against it, so the operator has
+ * the rights its code uses and no others.
  */
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
 import { builtinKinds, type ResourceKind } from "../runtime/index.ts";

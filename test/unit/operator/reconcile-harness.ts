@@ -47,6 +47,9 @@ interface Failure {
   code: 404 | 409 | 422;
 }
 
+/** Every write of every RecordingClient of this test process (the access test reads them all). */
+export const everyWrite: Write[] = [];
+
 /** A ModelClient that records every write and fails the ones it was told to. */
 export class RecordingClient implements ModelClient {
   readonly writes: Write[] = [];
@@ -108,6 +111,7 @@ export class RecordingClient implements ModelClient {
 
   #record(write: Write): void {
     this.writes.push(write);
+    everyWrite.push(write);
     const i = this.#failures.findIndex(
       (f) =>
         (!f.verb || f.verb === write.verb) &&

@@ -11,6 +11,7 @@ import type { V1Deployment, V1Job } from "@kubernetes/client-node";
 import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { downloaderStatusFields } from "../../../src/downloader/contract.ts";
+import { operatorAccess } from "../../../src/operator/access.ts";
 import { servingPodTemplate } from "../../../src/operator/desired.ts";
 import {
   modelOfPod,
@@ -18,15 +19,23 @@ import {
   podModelKeys,
   secretWithoutValues,
 } from "../../../src/operator/mlmodel/caches.ts";
+import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
 import { childNames, labels } from "../../../src/operator/names.ts";
 import { contentHash, planModel } from "../../../src/operator/plan.ts";
 import { pruneJobName } from "../../../src/operator/prune.ts";
 import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
-import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
+import {
+  builtinKinds,
+  KubeClient,
+  type KubeObject,
+  kindName,
+  Manager,
+  type ResourceKind,
+} from "../../../src/runtime/index.ts";
 import { pod, tfServing } from "./fixtures.ts";
-import { line, mlModel, World } from "./reconcile-harness.ts";
+import { everyWrite, line, mlModel, World } from "./reconcile-harness.ts";
 
 const downloaded = (version: string, extra: Partial<MLModelSpec["model"]> = {}): MLModelSpec => ({
   model: { uri: "s3://models/resnet", format: "tensorflow", version, ...extra },
@@ -440,5 +449,47 @@ describe("the stages alone", () => {
     assert.equal(d.rollback, undefined, "not failed: no rollback");
     assert.deepEqual(d.missing, []);
     assert.equal(d.revisionToRecord, undefined, "the spec's revision is already the newest");
+  });
+});
+
+describe("the access table (RBAC) covers the code", () => {
+  const allowed = (kind: ResourceKind, subresource: string | undefined, verb: string) =>
+    operatorAccess.some(
+      (a) =>
+        kindName(a.kind) === kindName(kind) &&
+        a.subresource === subresource &&
+        a.verbs.includes(verb as never),
+    );
+
+  it("every cache the controller registers may be listed and watched", () => {
+    const mgr = new Manager({
+      client: new KubeClient({ server: "http://127.0.0.1:9", headers: async () => ({}) }),
+    });
+    addMLModelController(mgr, { downloaderImage: "x" });
+    const caches = mgr.caches.map((c) => kindName(c.kind));
+    assert.ok(caches.length >= 10, caches.join(", "));
+    for (const { kind } of mgr.caches)
+      assert.ok(
+        allowed(kind, undefined, "list") && allowed(kind, undefined, "watch"),
+        `list/watch ${kindName(kind)}`,
+      );
+  });
+
+  it("every write the reconciles above made is allowed", () => {
+    assert.ok(everyWrite.length > 50);
+    const needs = {
+      apply: ["create", "patch"],
+      applyStatus: ["patch"],
+      patch: ["patch"],
+      delete: ["delete"],
+    };
+    for (const w of everyWrite) {
+      const subresource = w.verb === "applyStatus" || w.verb === "patch" ? "status" : undefined;
+      for (const verb of needs[w.verb])
+        assert.ok(
+          allowed(w.kind, subresource, verb),
+          `${verb} ${kindName(w.kind)}${subresource ? `/${subresource}` : ""}`,
+        );
+    }
   });
 });
