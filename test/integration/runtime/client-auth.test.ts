@@ -6,12 +6,13 @@
  * test/unit/runtime/kubeconfig-auth.test.ts only: kube-apiserver no longer accepts it.
  */
 import assert from "node:assert/strict";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { CoreV1Api, KubeConfig, type User } from "@kubernetes/client-node";
 import { builtinKinds, KubeClient, type KubeObject, type ResourceKind } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace } from "../../harness/cluster.ts";
+import { inClusterKubeConfig } from "../../harness/in-cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 
 const selfSubjectReview: ResourceKind = {
@@ -102,28 +103,14 @@ describe("KubeClient credentials (real API server)", () => {
   });
 
   it("in-cluster: the service account token file and CA, the API server from the environment", async () => {
-    const root = join(dir, "pod");
-    const sa = join(root, "var/run/secrets/kubernetes.io/serviceaccount");
-    mkdirSync(sa, { recursive: true });
-    writeFileSync(join(sa, "token"), token);
-    writeFileSync(join(sa, "ca.crt"), caPem);
-    writeFileSync(join(sa, "namespace"), ns.name);
     const url = new URL(cluster.server);
-    const saved = { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT };
-    process.env.KUBERNETES_SERVICE_HOST = url.hostname;
-    process.env.KUBERNETES_SERVICE_PORT = url.port;
-    const kc = new KubeConfig();
-    try {
-      kc.loadFromCluster(root);
-    } finally {
-      for (const [key, value] of [
-        ["KUBERNETES_SERVICE_HOST", saved.host],
-        ["KUBERNETES_SERVICE_PORT", saved.port],
-      ] as const) {
-        if (value === undefined) delete process.env[key];
-        else process.env[key] = value;
-      }
-    }
+    const kc = inClusterKubeConfig(join(dir, "pod"), {
+      token,
+      ca: caPem,
+      namespace: ns.name,
+      host: url.hostname,
+      port: url.port,
+    });
     assert.equal(await whoAmI(KubeClient.fromKubeConfig(kc)), account);
   });
 });

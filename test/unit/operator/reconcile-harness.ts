@@ -61,14 +61,7 @@ export class RecordingClient implements ModelClient {
   }
 
   async apply<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T, opts: ApplyOptions): Promise<T> {
-    this.#record({
-      verb: "apply",
-      kind,
-      ...keyOf(obj),
-      body: structuredClone(obj),
-      force: Boolean(opts.force),
-    });
-    return structuredClone(obj);
+    return this.#applied("apply", kind, obj, opts);
   }
 
   async applyStatus<T extends KubeObject = KubeObject>(
@@ -76,13 +69,12 @@ export class RecordingClient implements ModelClient {
     obj: T,
     opts: ApplyOptions,
   ): Promise<T> {
-    this.#record({
-      verb: "applyStatus",
-      kind,
-      ...keyOf(obj),
-      body: structuredClone(obj),
-      force: Boolean(opts.force),
-    });
+    return this.#applied("applyStatus", kind, obj, opts);
+  }
+
+  /** Server-side apply answers with the object as stored: here, as sent. */
+  #applied<T extends KubeObject>(verb: WriteVerb, kind: ResourceKind, obj: T, opts: ApplyOptions): T {
+    this.#record({ verb, kind, ...keyOf(obj), body: structuredClone(obj), force: Boolean(opts.force) });
     return structuredClone(obj);
   }
 

@@ -6,11 +6,12 @@
  * dropped it in 1.19.
  */
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { KubeConfig, type User } from "@kubernetes/client-node";
 import { kubeConfigConnection } from "../../../src/runtime/index.ts";
+import { inClusterKubeConfig } from "../../harness/in-cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 
 function kubeConfigFor(user: Omit<User, "name">, server = "https://127.0.0.1:6443"): KubeConfig {
@@ -103,34 +104,18 @@ describe("kubeConfigConnection: kubeconfig credentials", () => {
     assert.notEqual(conn.dispatcher, first, "CERT-2 replaced CERT-1: the old dispatcher must not be reused");
   });
 
-  describe("in-cluster (service account token file and CA)", () => {
-    const saved = { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT };
-    after(() => {
-      for (const [key, value] of [
-        ["KUBERNETES_SERVICE_HOST", saved.host],
-        ["KUBERNETES_SERVICE_PORT", saved.port],
-      ] as const) {
-        if (value === undefined) delete process.env[key];
-        else process.env[key] = value;
-      }
+  it("in-cluster: reads the service account's token file and CA", async () => {
+    const kc = inClusterKubeConfig(join(dir, "pod"), {
+      token: "pod-token",
+      ca: "CA",
+      namespace: "ml",
+      host: "127.0.0.1",
+      port: "6443",
     });
-
-    it("reads the token file and the CA from the service account directory", async () => {
-      const root = join(dir, "pod");
-      const sa = join(root, "var/run/secrets/kubernetes.io/serviceaccount");
-      mkdirSync(sa, { recursive: true });
-      writeFileSync(join(sa, "token"), "pod-token");
-      writeFileSync(join(sa, "ca.crt"), "CA");
-      writeFileSync(join(sa, "namespace"), "ml");
-      process.env.KUBERNETES_SERVICE_HOST = "127.0.0.1";
-      process.env.KUBERNETES_SERVICE_PORT = "6443";
-      const kc = new KubeConfig();
-      kc.loadFromCluster(root);
-      const conn = kubeConfigConnection(kc);
-      assert.equal(conn.server, "https://127.0.0.1:6443");
-      assert.equal((await conn.headers())["Authorization"], "Bearer pod-token");
-      assert.ok(conn.dispatcher, "the CA goes into a TLS dispatcher");
-    });
+    const conn = kubeConfigConnection(kc);
+    assert.equal(conn.server, "https://127.0.0.1:6443");
+    assert.equal((await conn.headers())["Authorization"], "Bearer pod-token");
+    assert.ok(conn.dispatcher, "the CA goes into a TLS dispatcher");
   });
 
   it("plain http: no TLS dispatcher", async () => {
