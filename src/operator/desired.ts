@@ -59,7 +59,7 @@ function meta(
 }
 
 // The `restricted` Pod Security level, met by every pod we create.
-function podSecurity(runAsUser: number): V1PodSecurityContext {
+export function podSecurity(runAsUser: number): V1PodSecurityContext {
   return {
     runAsNonRoot: true,
     runAsUser,
@@ -69,7 +69,7 @@ function podSecurity(runAsUser: number): V1PodSecurityContext {
   };
 }
 
-const containerSecurity: V1SecurityContext = {
+export const containerSecurity: V1SecurityContext = {
   allowPrivilegeEscalation: false,
   capabilities: { drop: ["ALL"] },
   runAsNonRoot: true,

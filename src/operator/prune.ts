@@ -10,6 +10,7 @@
 import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
 import type { MLModelSpec } from "../api/mlmodel.ts";
 import type { OwnerReference } from "../runtime/index.ts";
+import { containerSecurity, podSecurity } from "./desired.ts";
 import { childLabels, shortHash } from "./names.ts";
 import { contentHash, defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
 import { revisionSpec } from "./revisions.ts";
@@ -61,13 +62,6 @@ export function desiredPruneJob(
   keep: readonly string[],
 ): V1Job | undefined {
   if (plan.source.type !== "download") return undefined;
-  const security = {
-    runAsNonRoot: true,
-    runAsUser: defaults.runAsUser,
-    runAsGroup: defaults.runAsUser,
-    fsGroup: defaults.runAsUser,
-    seccompProfile: { type: "RuntimeDefault" },
-  };
   return {
     apiVersion: "batch/v1",
     kind: "Job",
@@ -84,18 +78,13 @@ export function desiredPruneJob(
         spec: {
           restartPolicy: "Never",
           automountServiceAccountToken: false,
-          securityContext: security,
+          securityContext: podSecurity(defaults.runAsUser),
           containers: [
             {
               name: "prune",
               image: config.downloaderImage,
               command: ["node", "-e", pruneScript, plan.mountPath, ...keep],
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                capabilities: { drop: ["ALL"] },
-                runAsNonRoot: true,
-                readOnlyRootFilesystem: true,
-              },
+              securityContext: { ...containerSecurity, readOnlyRootFilesystem: true },
               volumeMounts: [{ name: "model", mountPath: plan.mountPath }],
             },
           ],
