@@ -1,6 +1,6 @@
 /**
- * The CustomResourceDefinitions, built from the schemas. `node src/api/generate.ts` writes
- * them to deploy/crds; a unit test fails when the committed files are stale.
+ * The CustomResourceDefinitions, built from the schemas. `node src/install/generate.ts` writes
+ * them to deploy/crds; test/unit/install/manifests.test.ts fails when those files are stale.
  */
 import type { ResourceKind } from "../runtime/index.ts";
 import { group } from "./fragments.ts";
