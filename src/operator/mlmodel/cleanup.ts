@@ -16,8 +16,8 @@ import { defaultRevisionHistoryLimit, revisionsToPrune } from "../revisions.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
-import { type Child, deleteChild } from "./sync/apply.ts";
 import type { Synced } from "./sync.ts";
+import { type Child, deleteChild } from "./syncers/apply.ts";
 
 export type CleanupStep =
   | { verb: "delete"; kind: ResourceKind; object: Child }

@@ -3,7 +3,7 @@
  *
  *   observe  (observe.ts)  cache reads only, with the status this controller last wrote
  *   decide   (decide.ts)   pure: the plan, the spec's revision, a rollback, missing references
- *   sync     (sync.ts)     one syncer per concern (sync/): revision, storage, download, serving
+ *   sync     (sync.ts)     one syncer per concern (syncers/): revision, storage, download, serving
  *   assess   (assess.ts)   pure: the status, with revision numbers and the rollback
  *   cleanup  (cleanup.ts)  revisions beyond the history; once Ready, old Jobs, claims, storage
  *   report   (report.ts)   the status write and its Event, only when the status changed

@@ -1,5 +1,5 @@
 /**
- * Stage 3, sync children: the syncers in sync/, in the order the model needs them. The spec's
+ * Stage 3, sync children: the syncers in syncers/, in the order the model needs them. The spec's
  * revision is recorded first, whatever happens next. Then, unless something referenced is
  * missing or the model is being deleted: storage, the download Job, and only once the content
  * is downloaded the serving children (until then the current pods keep serving the previous
@@ -14,10 +14,10 @@ import { referenceKey } from "./caches.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
-import { syncDownload } from "./sync/download.ts";
-import { recordRevision } from "./sync/revision.ts";
-import { desiredServing, type ServingSet, servingChildren, syncServing } from "./sync/serving.ts";
-import { syncStorage } from "./sync/storage.ts";
+import { syncDownload } from "./syncers/download.ts";
+import { recordRevision } from "./syncers/revision.ts";
+import { desiredServing, type ServingSet, servingChildren, syncServing } from "./syncers/serving.ts";
+import { syncStorage } from "./syncers/storage.ts";
 
 export interface Synced {
   /** The ControllerRevisions after the revision write. */
