@@ -72,6 +72,8 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   watcher?: Omit<WatcherOptions, "signal">;
   /** How long list/watch errors may go on before health() says unhealthy (default 10 s). */
   healthGracePeriodMs?: number;
+  /** Write into this store instead of a new one (an OptionalInformer keeps one across runs). */
+  store?: MemoryStore<T>;
 }
 
 /** One kind in one scope: a store kept current by a watcher, plus change handlers. */
@@ -97,7 +99,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       this.#watcherOpts.clock ?? realClock,
       opts.healthGracePeriodMs ?? defaultHealthGracePeriodMs,
     );
-    this.store = new MemoryStore<T>(opts.indexes ?? {});
+    this.store = opts.store ?? new MemoryStore<T>(opts.indexes ?? {});
   }
 
   get name(): string {
