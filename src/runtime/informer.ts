@@ -65,6 +65,26 @@ export async function* reflector<T extends KubeObject>(
 
 export type ChangeHandler<T extends KubeObject = KubeObject> = (change: StoreChange<T>) => void;
 
+/**
+ * True at once when already synced; else true when a waiter in `waiters` is called (the owner
+ * calls them all on sync), false when `signal` aborts first.
+ */
+export function waitForSync(
+  synced: boolean,
+  waiters: (() => void)[],
+  signal?: AbortSignal,
+): Promise<boolean> {
+  if (synced) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const onAbort = () => resolve(false);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    waiters.push(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve(true);
+    });
+  });
+}
+
 export interface InformerOptions<T extends KubeObject = KubeObject> {
   scope?: Scope;
   transform?: Transform<T>;
@@ -131,15 +151,7 @@ export class Informer<T extends KubeObject = KubeObject> {
 
   /** Resolves when the store holds its first full list (or when `signal` aborts). */
   waitForSync(signal?: AbortSignal): Promise<boolean> {
-    if (this.store.hasSynced()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const onAbort = () => resolve(false);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.#syncWaiters.push(() => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve(true);
-      });
-    });
+    return waitForSync(this.store.hasSynced(), this.#syncWaiters, signal);
   }
 
   /** Runs until `signal` aborts. Starting twice returns the same run. */

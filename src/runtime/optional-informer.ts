@@ -28,7 +28,7 @@ import { KubeClient } from "./client.ts";
 import { type Clock, realClock } from "./clock.ts";
 import { isNotFound } from "./errors.ts";
 import { defaultHealthGracePeriodMs, type HealthStatus, WatchHealth } from "./health.ts";
-import { type ChangeHandler, Informer, type InformerOptions } from "./informer.ts";
+import { type ChangeHandler, Informer, type InformerOptions, waitForSync } from "./informer.ts";
 import { kindName, type ResourceKind } from "./kinds.ts";
 import { MemoryStore } from "./store.ts";
 import type { KubeObject } from "./types.ts";
@@ -126,15 +126,7 @@ export class OptionalInformer<T extends KubeObject = KubeObject> {
   }
 
   waitForSync(signal?: AbortSignal): Promise<boolean> {
-    if (this.#decided) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const onAbort = () => resolve(false);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.#syncWaiters.push(() => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve(true);
-      });
-    });
+    return waitForSync(this.#decided, this.#syncWaiters, signal);
   }
 
   /** Handlers see every change, including the deletes when the kind stops being served. */

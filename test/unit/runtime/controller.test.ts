@@ -19,7 +19,7 @@ import { builtinKinds, type ResourceKind } from "../../../src/runtime/kinds.ts";
 import { RuntimeMetrics } from "../../../src/runtime/metrics.ts";
 import { generationChangedPredicate } from "../../../src/runtime/predicates.ts";
 import type { Reconciler } from "../../../src/runtime/reconcile.ts";
-import { obj, PushSource } from "./scripted-source.ts";
+import { exampleKind, obj, PushSource } from "./scripted-source.ts";
 
 const PodSet: ResourceKind = {
   group: "example.com",
@@ -269,13 +269,7 @@ describe("Controller", () => {
 });
 
 describe("Controller with an optional source (a kind the cluster may not serve)", () => {
-  const Route: ResourceKind = {
-    group: "example.com",
-    version: "v1",
-    kind: "Route",
-    plural: "routes",
-    namespaced: true,
-  };
+  const Route = exampleKind("Route", "routes");
 
   it("reconciles every object when the kind appears or goes, and tells the reconciler", async () => {
     const clock = new FakeClock(1_000_000);

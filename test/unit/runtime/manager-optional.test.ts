@@ -2,17 +2,12 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import pino from "pino";
 import { KubeClient } from "../../../src/runtime/client.ts";
-import { builtinKinds, type ResourceKind } from "../../../src/runtime/kinds.ts";
+import { builtinKinds } from "../../../src/runtime/kinds.ts";
 import { Manager } from "../../../src/runtime/manager.ts";
 import { OptionalInformer } from "../../../src/runtime/optional-informer.ts";
+import { exampleKind } from "./scripted-source.ts";
 
-const Route: ResourceKind = {
-  group: "example.com",
-  version: "v1",
-  kind: "Route",
-  plural: "routes",
-  namespaced: true,
-};
+const Route = exampleKind("Route", "routes");
 const client = new KubeClient({ server: "http://unused.invalid", headers: async () => ({}) });
 const manager = () => new Manager({ client, logger: pino({ level: "silent" }) });
 

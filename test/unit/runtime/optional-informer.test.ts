@@ -3,19 +3,12 @@ import { describe, it } from "node:test";
 import type { ListResult, WatchOptions } from "../../../src/runtime/client.ts";
 import { FakeClock, settle } from "../../../src/runtime/clock.ts";
 import { ApiError } from "../../../src/runtime/errors.ts";
-import type { ResourceKind } from "../../../src/runtime/kinds.ts";
 import { OptionalInformer } from "../../../src/runtime/optional-informer.ts";
 import type { StoreChange } from "../../../src/runtime/store.ts";
 import type { KubeObject, WatchEvent } from "../../../src/runtime/types.ts";
-import { obj, PushSource } from "./scripted-source.ts";
+import { exampleKind, obj, PushSource } from "./scripted-source.ts";
 
-const Widget: ResourceKind = {
-  group: "example.com",
-  version: "v1",
-  kind: "Widget",
-  plural: "widgets",
-  namespaced: true,
-};
+const Widget = exampleKind("Widget", "widgets");
 
 /** A source whose list fails with 404 while `gone` is set (the CRD deleted), else serves `inner`. */
 class MaybeGoneSource extends PushSource {

@@ -22,16 +22,8 @@ import {
 import { labels } from "../../../../src/operator/names.ts";
 import { contentHash, planModel } from "../../../../src/operator/plan.ts";
 import type { KubeObject } from "../../../../src/runtime/index.ts";
-import { model, tfServing } from "../fixtures.ts";
+import { model, owner, tf } from "../fixtures.ts";
 
-const owner = {
-  apiVersion: "serving.mlmodel.dev/v1alpha1",
-  kind: "MLModel",
-  name: "resnet",
-  uid: "uid-1",
-  controller: true,
-};
-const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
 const v1: MLModelSpec = { model: { uri: "s3://b/resnet", format: "tensorflow", version: "1" }, replicas: 5 };
 const v2: MLModelSpec = { ...v1, model: { ...v1.model, version: "2" } };
 const stablePlan = planModel(model(v1), tf);
