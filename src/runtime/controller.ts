@@ -114,12 +114,12 @@ export function outcomeOf(
   return { result: "error", terminal: false, error };
 }
 
-/** What a controller needs from its manager. */
 /** What a controller needs of an informer: its changes, its sync, and (optional kinds) served changes. */
 export type SourceInformer = Pick<Informer, "addHandler" | "waitForSync"> & {
   onServedChange?(fn: (served: boolean) => void): void;
 };
 
+/** What a controller needs from its manager. */
 export interface ControllerDeps {
   informer(kind: ResourceKind): SourceInformer | SourceInformer[];
   store(kind: ResourceKind): Store;

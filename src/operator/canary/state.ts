@@ -379,21 +379,21 @@ function atStep(
   const ready = view.ready && !fresh;
   if (!ready) {
     const { pauseEndsAt: _p, ...kept } = base;
-    const waitingFor = record.stepReadyAt ? "again" : "";
     return {
       serve,
       status: {
         ...kept,
         phase: "Progressing",
         reason: fresh ? (record.reason ?? "Started") : "StepProgressing",
-        message: `${fresh && record.message ? `${record.message}; ` : ""}moving to ${percentText} at ${where}: waiting for the canary's replicas to be ready${waitingFor ? ` ${waitingFor}` : ""}${coarse}`,
+        message: `${fresh && record.message ? `${record.message}; ` : ""}moving to ${percentText} at ${where}: waiting for the canary's replicas to be ready${record.stepReadyAt ? " again" : ""}${coarse}`,
         summary: `${shortRev(input, spec)} to ${percentText} (${where})`,
       },
     };
   }
 
   const readyAt = record.stepReadyAt ?? input.now;
-  const held = { ...base, stepReadyAt: readyAt };
+  const { pauseEndsAt: _p, ...unpaused } = base;
+  const held: CanaryStatus = { ...unpaused, stepReadyAt: readyAt };
   const pause = step.pause;
   let over = pause.kind === "none";
   let endsAt: string | undefined;
@@ -418,7 +418,7 @@ function atStep(
       );
     }
     const next = plan.steps[index + 1]!;
-    const { stepReadyAt: _r, pauseEndsAt: _p, ...kept } = held;
+    const { stepReadyAt: _r, ...kept } = held;
     return {
       serve: { ...serve, percent: next.trafficPercent },
       status: {
@@ -449,7 +449,6 @@ function atStep(
     summary: `${shortRev(input, spec)} at ${percentText} (${where}, paused)`,
     ...(endsAt ? { pauseEndsAt: endsAt } : {}),
   };
-  if (!endsAt) delete status.pauseEndsAt;
   const requeueAfterMs = endsAt
     ? Math.max(new Date(endsAt).getTime() - new Date(input.now).getTime(), 1)
     : undefined;
