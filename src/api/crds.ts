@@ -142,6 +142,12 @@ export const mlModelCrd = crd({
       description: "Model version served.",
     },
     {
+      name: "Canary",
+      type: "string",
+      jsonPath: ".status.canary.summary",
+      description: "The canary while one runs: revision, traffic share and step.",
+    },
+    {
       name: "Runtime",
       type: "string",
       jsonPath: ".status.runtime",

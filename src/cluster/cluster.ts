@@ -71,6 +71,8 @@ export interface UpOptions {
    * up` leaves it unset, since that cluster is meant to outlive the command.
    */
   stopWhenGone?: number;
+  /** Install the Gateway API's standard-channel CRDs (gateway-api.ts). */
+  gatewayApi?: boolean;
 }
 
 const stateFile = (dir: string) => join(dir, "state.json");
@@ -390,6 +392,11 @@ export async function up(options: UpOptions): Promise<ClusterState> {
     progress(
       `${nodes.length} kwok nodes are Ready (${nodes.join(", ")}); control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
     );
+    if (options.gatewayApi) {
+      // Loaded when asked for: gateway-api.ts imports ClusterError from here (no static cycle).
+      const { installGatewayApiCrds } = await import("./gateway-api.ts");
+      await installGatewayApiCrds(kubeconfigPath(dir), progress);
+    }
 
     const state: ClusterState = {
       version: 1,

@@ -12,5 +12,6 @@ export {
   type UpOptions,
   up,
 } from "./cluster.ts";
+export { gatewayApiVersion, installGatewayApiCrds } from "./gateway-api.ts";
 export { defaultClusterDir } from "./paths.ts";
 export { versions } from "./versions.ts";

@@ -141,6 +141,30 @@ export class KubeClient {
     }
   }
 
+  /**
+   * Discovery of one API group version: the resources it serves, or undefined when the API
+   * server does not serve it (404: e.g. its CRD is not installed). Open to every authenticated
+   * user (the system:discovery role), so it needs no RBAC rule of its own.
+   */
+  async apiResources(
+    group: string,
+    version: string,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ name: string; kind: string; namespaced: boolean }[] | undefined> {
+    const path = group
+      ? `/apis/${encodeURIComponent(group)}/${encodeURIComponent(version)}`
+      : `/api/${version}`;
+    try {
+      const list = (await this.#json("get", "GET", path, opts)) as {
+        resources?: { name: string; kind: string; namespaced: boolean }[];
+      };
+      return list?.resources ?? [];
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 404) return undefined;
+      throw err;
+    }
+  }
+
   async list<T extends KubeObject = KubeObject>(
     kind: ResourceKind,
     opts: ListOptions = {},

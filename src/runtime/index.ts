@@ -24,6 +24,7 @@ export type {
   MapFunc,
   Outcome,
   Source,
+  SourceInformer,
   SourceOptions,
 } from "./controller.ts";
 export { Controller, ControllerBuilder, outcomeOf, requestsFor } from "./controller.ts";
@@ -59,6 +60,8 @@ export type { CacheOptions, ManagerOptions } from "./manager.ts";
 export { defaultKubeConfig, LeaderElectionLostError, Manager, shutdownSignal } from "./manager.ts";
 export type { ReconcileOutcome } from "./metrics.ts";
 export { RuntimeMetrics } from "./metrics.ts";
+export type { OptionalInformerOptions } from "./optional-informer.ts";
+export { defaultServedPollIntervalMs, isServed, OptionalInformer } from "./optional-informer.ts";
 export {
   controllerOf,
   controllerOwnerRef,

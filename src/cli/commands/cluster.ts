@@ -6,6 +6,7 @@ import {
   ClusterError,
   defaultClusterDir,
   down,
+  gatewayApiVersion,
   kubeconfigPath,
   readState,
   status,
@@ -33,6 +34,7 @@ Flags:
   --dir DIR             state directory (default: ${defaultClusterDir()}); one cluster per dir
   --apiserver-port N    (up) serve the API on this port instead of a free one
   --nodes N             (up) number of kwok nodes, the first with one nvidia.com/gpu (default 3)
+  --gateway-api         (up) also install the Gateway API CRDs (${gatewayApiVersion}, standard channel)
 
 Examples:
   mlmodel cluster up
@@ -49,6 +51,7 @@ function parse(argv: string[]) {
         dir: { type: "string" },
         "apiserver-port": { type: "string" },
         nodes: { type: "string" },
+        "gateway-api": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -83,6 +86,7 @@ export async function run(argv: string[]): Promise<number> {
           dir,
           apiserverPort: integerFlag("apiserver-port", values["apiserver-port"], 1, 65535),
           nodes: integerFlag("nodes", values.nodes, 1, 1000),
+          gatewayApi: values["gateway-api"] === true,
           progress: log,
         });
         console.error(`[cluster] Kubernetes ${state.kubernetesVersion} is up at ${state.server}`);

@@ -14,6 +14,16 @@ export function model(spec: MLModelSpec, name = "resnet"): MLModel {
 
 export const runtimes = builtinRuntimes;
 export const tfServing = builtinRuntimes.find((r) => r.metadata.name === "tensorflow-serving")!;
+/** TensorFlow Serving as resolveRuntime returns it, for planModel. */
+export const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
+/** The controller owner reference of model() ("resnet", uid-1). */
+export const owner = {
+  apiVersion: "serving.mlmodel.dev/v1alpha1",
+  kind: "MLModel",
+  name: "resnet",
+  uid: "uid-1",
+  controller: true,
+};
 
 export function pod(
   name: string,

@@ -20,7 +20,7 @@ import { builtinKinds, type ResourceKind } from "../../../src/runtime/kinds.ts";
 import { RuntimeMetrics } from "../../../src/runtime/metrics.ts";
 import { generationChangedPredicate } from "../../../src/runtime/predicates.ts";
 import type { Reconciler } from "../../../src/runtime/reconcile.ts";
-import { obj, PushSource } from "./scripted-source.ts";
+import { exampleKind, obj, PushSource } from "./scripted-source.ts";
 
 const PodSet: ResourceKind = {
   group: "example.com",
@@ -279,5 +279,63 @@ describe("Controller", () => {
       () => new ControllerBuilder("x", () => assert.fail()).reconcile(async () => {}),
       /call for\(kind\) before/,
     );
+  });
+});
+
+describe("Controller with an optional source (a kind the cluster may not serve)", () => {
+  const Route = exampleKind("Route", "routes");
+
+  it("reconciles every object when the kind appears or goes, and tells the reconciler", async () => {
+    const clock = new FakeClock(1_000_000);
+    const podsets = new Informer(
+      new PushSource([obj("PodSet", "ns", "a", "1"), obj("PodSet", "ns", "b", "2")]),
+      PodSet,
+    );
+    let served = false;
+    const servedHandlers: ((s: boolean) => void)[] = [];
+    const routes = {
+      addHandler: () => {},
+      waitForSync: async () => true,
+      onServedChange: (fn: (s: boolean) => void) => servedHandlers.push(fn),
+    };
+    const seen: string[] = [];
+    let captured: ControllerOptions | undefined;
+    const ctrl = new ControllerBuilder("podset", (opts) => {
+      captured = opts;
+      return new Controller(opts, {
+        informer: (k) => (k.kind === "PodSet" ? podsets : routes),
+        store: () => podsets.store,
+        served: (k) => k.kind !== "Route" || served,
+        client: unusedClient,
+        recorder: logEventRecorder(log),
+        log,
+        clock,
+      });
+    })
+      .for(PodSet)
+      .owns(Route, { optional: true })
+      .reconcile(async (ctx) => {
+        seen.push(`${ctx.request.name}:${ctx.served(Route) ? "served" : "absent"}`);
+      });
+    assert.deepEqual(
+      captured?.sources.map((s) => [s.kind.kind, s.optional ?? false]),
+      [
+        ["PodSet", false],
+        ["Route", true],
+      ],
+    );
+    const ac = new AbortController();
+    const run = podsets.run(ac.signal);
+    const started = ctrl.start();
+    await until(() => seen.length === 2, "initial reconciles");
+    assert.deepEqual(seen.sort(), ["a:absent", "b:absent"]);
+    served = true;
+    for (const fn of servedHandlers) fn(true);
+    await until(() => seen.length === 4, "every object again once the kind is served");
+    assert.deepEqual(seen.slice(2).sort(), ["a:served", "b:served"]);
+    await ctrl.stop(1000);
+    await started;
+    ac.abort();
+    await run;
   });
 });
