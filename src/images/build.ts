@@ -187,6 +187,11 @@ async function ensureLayer(layer: LayerRecipe, root: string, progress: ProgressF
         scratch,
         progress,
       });
+      // The inputs were read before the build; a file edited meanwhile (src/ while npm ci ran)
+      // would put bytes into the layer that its key does not describe.
+      if ((await layerKey(layer)) !== key) {
+        throw new Error(`the inputs of layer ${layer.name} changed while it was being built; build again`);
+      }
       const blob = await packLayer(files, join(staging, "layer.tar.gz"), buildEpochSeconds);
       await rm(files, { recursive: true, force: true });
       await rm(scratch, { recursive: true, force: true });

@@ -9,7 +9,7 @@
  */
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { chown, mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 export interface ImageUser {
@@ -215,6 +215,20 @@ export async function buildDebianRootfs(spec: DebianRootfsSpec, target: string, 
   const leftovers = ["tmp/mlmodel-build", "etc/hostname", "etc/resolv.conf"];
   for (const path of leftovers) await rm(join(target, path), { recursive: true, force: true });
   for (const dev of readdirSync(join(target, "dev"))) await rm(join(target, "dev", dev), { recursive: true });
+  // apt leaves its partial/ directories owned by root or by _apt depending on whether it could
+  // drop privileges for the download: give them the owner apt itself sets.
+  const aptUid = userId(target, "_apt");
+  for (const dir of ["var/cache/apt/archives/partial", "var/lib/apt/lists/partial"]) {
+    if (aptUid !== undefined && existsSync(join(target, dir))) await chown(join(target, dir), aptUid, 0);
+  }
+}
+
+/** A user's uid from the root filesystem's own /etc/passwd. */
+function userId(root: string, name: string): number | undefined {
+  const line = readFileSync(join(root, "etc/passwd"), "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(`${name}:`));
+  return line ? Number(line.split(":")[2]) : undefined;
 }
 
 /** `name=version` of every installed Debian package, for the build record. */
