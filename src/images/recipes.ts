@@ -14,7 +14,7 @@ import type { ImageSettings } from "./oci.ts";
 export const buildEpochSeconds = 1735689600;
 
 /** Bumped when the builder itself changes how a layer is made, so old cache entries are not reused. */
-export const builderVersion = 1;
+export const builderVersion = 2;
 
 export interface LayerContext {
   epochSeconds: number;
