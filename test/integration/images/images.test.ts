@@ -11,10 +11,8 @@
  * minutes (see docs/images.md); later runs use the cache.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
-import { chownSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
@@ -23,11 +21,21 @@ import {
   imagesSupport,
   recipeFor,
   type Support,
-  sklearnSampleScript,
 } from "../../../src/images/index.ts";
 import { builtinRuntimes } from "../../../src/operator/builtin-runtimes.ts";
 import { defaultOperatorConfig, defaults } from "../../../src/operator/plan.ts";
 import { Containerd } from "../../harness/containerd.ts";
+import {
+  freePort,
+  importAndCheck,
+  inferV2,
+  mlserverInvocation,
+  packModel,
+  readArchiveConfig,
+  trainSampleModel,
+  userDir,
+  waitForReady,
+} from "../../harness/images.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { FileServer } from "../downloader/file-server.ts";
 
@@ -44,47 +52,6 @@ async function machineSupport(): Promise<Support> {
 
 const support = await machineSupport();
 const skip = support.ok ? false : `cannot build images here: ${support.reason}`;
-
-interface ImageConfig {
-  config: { User: string; Env: string[]; Entrypoint?: string[]; Cmd?: string[]; WorkingDir: string };
-}
-
-/** The image config inside an archive, found the way a runtime finds it: index -> manifest -> config. */
-function readArchiveConfig(archive: string): ImageConfig {
-  const member = (name: string) => {
-    const r = spawnSync("tar", ["-xOf", archive, name], { maxBuffer: 16 * 1024 * 1024 });
-    assert.equal(r.status, 0, `tar -xOf ${archive} ${name}: ${r.stderr}`);
-    return JSON.parse(r.stdout.toString());
-  };
-  const blob = (digest: string) => member(`blobs/${digest.replace(":", "/")}`);
-  const index = member("index.json") as { manifests: { digest: string }[] };
-  const manifest = blob(index.manifests[0]!.digest) as { config: { digest: string } };
-  return blob(manifest.config.digest) as ImageConfig;
-}
-
-/** A directory a pod with `fsGroup: 1000` could write: owned by the image's user. */
-function userDir(path: string, uid: number): string {
-  mkdirSync(path, { recursive: true });
-  chownSync(path, uid, uid);
-  return path;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-async function importAndCheck(ctd: Containerd, ref: string, archive: string, digest: string) {
-  const imported = await ctd.importArchive(archive);
-  assert.equal(imported.code, 0, `ctr images import failed: ${imported.stderr}`);
-  const listed = await ctd.ctr(["images", "ls"]);
-  const line = listed.stdout.split("\n").find((l) => l.startsWith(`${ref} `));
-  assert.ok(line, `ctr images ls does not list ${ref}:\n${listed.stdout}`);
-  assert.match(line, new RegExp(digest), "the imported image has the built manifest's digest");
-}
 
 // Each test carries the skip (not only the suite), so the run counts them as skipped.
 describe("locally built images on real containers", () => {
@@ -122,7 +89,7 @@ describe("locally built images on real containers", () => {
     writeFileSync(join(model, "model.bin"), weights);
     writeFileSync(join(model, "config.json"), '{"layers": 3}\n');
     const tgz = join(work, "m.tgz");
-    assert.equal(spawnSync("tar", ["-czf", tgz, "-C", model, "."]).status, 0);
+    const sha256 = packModel(model, tgz);
     const body = readFileSync(tgz);
     const server = await new FileServer().start();
     server.files.set("/m.tgz", body);
@@ -139,7 +106,7 @@ describe("locally built images on real containers", () => {
           "--dest",
           `${defaults.modelMountPath}/m`,
           "--sha256",
-          createHash("sha256").update(body).digest("hex"),
+          sha256,
         ],
         // desiredDownloadJob: readOnlyRootFilesystem, an emptyDir on /tmp, the claim on the mount path.
         readOnlyRootfs: true,
@@ -191,90 +158,28 @@ describe("locally built images on real containers", () => {
     assert.equal(who.stdout.trim(), "1000 1000 /home/mlserver /home/mlserver");
 
     // The model, trained by the image's own python and scikit-learn.
-    const work = scratchDir("image-mlserver");
-    const modelDir = userDir(join(work, "model"), runtime.runAsUser!);
-    const train = await ctd.run({
-      ref: image.ref,
-      args: ["python3", "/opt/sample/sklearn_sample.py", "--out", "/mnt/out", "--name", "iris"],
-      mounts: [
-        {
-          type: "bind",
-          source: sklearnSampleScript,
-          destination: "/opt/sample/sklearn_sample.py",
-          options: ["rbind", "ro"],
-        },
-        { type: "bind", source: modelDir, destination: "/mnt/out", options: ["rbind", "rw"] },
-      ],
-    });
-    assert.equal(train.code, 0, `training failed:\n${train.stderr}`);
-    assert.deepEqual(readdirSync(modelDir).sort(), ["expected.json", "model-settings.json", "model.joblib"]);
-    const expected = JSON.parse(readFileSync(join(modelDir, "expected.json"), "utf8")) as {
-      inputs: number[][];
-      predictions: number[];
-    };
+    const model = await trainSampleModel(ctd, image.ref, join(scratchDir("image-mlserver"), "model"));
+    assert.deepEqual(readdirSync(model.dir).sort(), ["expected.json", "model-settings.json", "model.joblib"]);
 
     // Served exactly as the runtime says: its command, its model args with $(MODEL_DIR), its
     // env with the ports (free loopback ports here: the container shares the host's network).
     const ports = { rest: await freePort(), grpc: await freePort(), metrics: await freePort() };
-    const modelMount = defaults.modelMountPath;
-    const vars: Record<string, string> = {
-      MODEL_DIR: modelMount,
-      REST_PORT: String(ports.rest),
-      GRPC_PORT: String(ports.grpc),
-    };
-    const expand = (s: string) =>
-      s.replace(/\$\(([A-Z_]+)\)/g, (_, name: string) => vars[name] ?? `$(${name})`);
-    const env = Object.fromEntries((runtime.env ?? []).map((e) => [e.name, expand(e.value ?? "")]));
-    assert.equal(env.MLSERVER_METRICS_PORT, "8082", "the runtime's fixed metrics port");
-    env.MLSERVER_METRICS_PORT = String(ports.metrics);
-    const command = [
-      ...(runtime.command ?? []),
-      ...(runtime.args ?? []),
-      ...(runtime.modelArgs ?? []).map(expand),
-    ];
-    assert.deepEqual(command, ["mlserver", "start", modelMount]);
-    const started = Date.now();
+    const invocation = mlserverInvocation(ports);
+    assert.deepEqual(invocation.command, ["mlserver", "start", defaults.modelMountPath]);
     const server = ctd.start({
       ref: image.ref,
-      args: command,
-      env,
+      args: invocation.command,
+      env: invocation.env,
       // The serving pod mounts the model read-only.
-      mounts: [{ type: "bind", source: modelDir, destination: modelMount, options: ["rbind", "ro"] }],
+      mounts: [
+        { type: "bind", source: model.dir, destination: defaults.modelMountPath, options: ["rbind", "ro"] },
+      ],
     });
     try {
       const base = `http://127.0.0.1:${ports.rest}`;
-      let ready = false;
-      for (let i = 0; i < 600 && !ready; i++) {
-        const exited = await Promise.race([server.exited, new Promise((r) => setTimeout(r, 500, undefined))]);
-        assert.equal(exited, undefined, `mlserver exited before it was ready: ${JSON.stringify(exited)}`);
-        ready = await fetch(`${base}${runtime.readinessPath}`).then(
-          (r) => r.status === 200,
-          () => false,
-        );
-      }
-      assert.ok(ready, `${runtime.readinessPath} never answered 200`);
-      log(
-        `mlserver answered ${runtime.readinessPath} ${((Date.now() - started) / 1000).toFixed(1)}s after start`,
-      );
-
-      const response = await fetch(`${base}/v2/models/iris/infer`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          inputs: [
-            {
-              name: "input-0",
-              shape: [expected.inputs.length, expected.inputs[0]!.length],
-              datatype: "FP64",
-              data: expected.inputs.flat(),
-            },
-          ],
-        }),
-      });
-      const answer = (await response.json()) as { model_name: string; outputs: { data: number[] }[] };
-      assert.equal(response.status, 200, JSON.stringify(answer));
-      assert.equal(answer.model_name, "iris");
-      assert.deepEqual(answer.outputs[0]!.data, expected.predictions);
+      const waited = await waitForReady(`${base}${invocation.readinessPath}`, server.exited);
+      log(`mlserver answered ${invocation.readinessPath} ${(waited / 1000).toFixed(1)}s after start`);
+      assert.deepEqual(await inferV2(base, "iris", model.inputs), model.predictions);
     } finally {
       const exit = await server.stop();
       if (exit.code !== 0 && exit.code !== 137) log(`mlserver output:\n${exit.stderr.slice(-3000)}`);
