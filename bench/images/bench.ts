@@ -12,15 +12,8 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { ensureImage, ensureImagePrerequisites, imageNames, imagesSupport } from "../../src/images/index.ts";
-import { defaults } from "../../src/operator/plan.ts";
 import { Containerd } from "../../test/harness/containerd.ts";
-import {
-  freePort,
-  inferV2,
-  mlserverInvocation,
-  trainSampleModel,
-  waitForReady,
-} from "../../test/harness/images.ts";
+import { inferV2, serveWithMlserverRuntime, trainSampleModel } from "../../test/harness/images.ts";
 import { scratchDir } from "../../test/harness/scratch.ts";
 import { percentiles } from "../lib/stats.ts";
 
@@ -69,23 +62,11 @@ try {
   const ref = images.find((i) => i.name === "mlserver")!.ref;
   const model = await trainSampleModel(ctd, ref, join(scratchDir("bench-model"), "model"));
   for (let run = 0; run < runs; run++) {
-    const ports = { rest: await freePort(), grpc: await freePort(), metrics: await freePort() };
-    const invocation = mlserverInvocation(ports);
-    const started = Date.now();
-    const server = ctd.start({
-      ref,
-      args: invocation.command,
-      env: invocation.env,
-      mounts: [
-        { type: "bind", source: model.dir, destination: defaults.modelMountPath, options: ["rbind", "ro"] },
-      ],
-    });
+    const server = await serveWithMlserverRuntime(ctd, ref, model.dir);
     try {
-      const base = `http://127.0.0.1:${ports.rest}`;
-      await waitForReady(`${base}${invocation.readinessPath}`, server.exited);
-      readyMs.push(Date.now() - started);
+      readyMs.push(server.readyMs);
       const before = Date.now();
-      await inferV2(base, "iris", model.inputs);
+      await inferV2(server.base, "iris", model.inputs);
       firstInferenceMs.push(Date.now() - before);
     } finally {
       await server.stop();

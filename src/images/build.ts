@@ -103,28 +103,32 @@ async function readRecord<T>(dir: string, file: string): Promise<T | "missing" |
   }
 }
 
-export async function inspectLayer(dir: string): Promise<EntryState<LayerRecord>> {
-  const record = await readRecord<LayerRecord>(dir, "layer.json");
+/**
+ * An entry is ok when its record (written last) reads and its blob matches the digest the
+ * record holds; no record is an interrupted build, a mismatch a corrupted entry.
+ */
+async function inspectEntry<T>(
+  dir: string,
+  files: { record: string; blob: string },
+  recordedDigest: (record: T) => string,
+): Promise<EntryState<T>> {
+  const record = await readRecord<T>(dir, files.record);
   if (record === "missing") return { state: "missing" };
   if (record === "unreadable")
-    return { state: "corrupted", why: "no readable layer.json (an interrupted build?)" };
-  const blob = join(dir, "layer.tar.gz");
-  if (!existsSync(blob)) return { state: "corrupted", why: "layer.tar.gz is missing" };
-  if (`sha256:${await sha256OfFile(blob)}` !== record.digest)
-    return { state: "corrupted", why: "layer.tar.gz does not match its recorded digest" };
+    return { state: "corrupted", why: `no readable ${files.record} (an interrupted build?)` };
+  const blob = join(dir, files.blob);
+  if (!existsSync(blob)) return { state: "corrupted", why: `${files.blob} is missing` };
+  if (`sha256:${await sha256OfFile(blob)}` !== recordedDigest(record))
+    return { state: "corrupted", why: `${files.blob} does not match its recorded digest` };
   return { state: "ok", record };
 }
 
-export async function inspectImage(dir: string): Promise<EntryState<ImageRecord>> {
-  const record = await readRecord<ImageRecord>(dir, "image.json");
-  if (record === "missing") return { state: "missing" };
-  if (record === "unreadable")
-    return { state: "corrupted", why: "no readable image.json (an interrupted build?)" };
-  const archive = join(dir, "image.tar");
-  if (!existsSync(archive)) return { state: "corrupted", why: "image.tar is missing" };
-  if (`sha256:${await sha256OfFile(archive)}` !== record.archiveSha256)
-    return { state: "corrupted", why: "image.tar does not match its recorded sha256" };
-  return { state: "ok", record };
+export function inspectLayer(dir: string): Promise<EntryState<LayerRecord>> {
+  return inspectEntry<LayerRecord>(dir, { record: "layer.json", blob: "layer.tar.gz" }, (r) => r.digest);
+}
+
+export function inspectImage(dir: string): Promise<EntryState<ImageRecord>> {
+  return inspectEntry<ImageRecord>(dir, { record: "image.json", blob: "image.tar" }, (r) => r.archiveSha256);
 }
 
 function seconds(since: number): number {

@@ -176,3 +176,30 @@ export async function inferV2(base: string, model: string, inputs: number[][]): 
   assert.equal(answer.model_name, model);
   return answer.outputs[0]!.data;
 }
+
+/**
+ * Starts MLServer from `ref` as the built-in runtime would (its command and env, free loopback
+ * ports), serving `modelDir` mounted read-only, and waits until it is ready.
+ */
+export async function serveWithMlserverRuntime(ctd: Containerd, ref: string, modelDir: string) {
+  const ports = { rest: await freePort(), grpc: await freePort(), metrics: await freePort() };
+  const invocation = mlserverInvocation(ports);
+  const started = Date.now();
+  const server = ctd.start({
+    ref,
+    args: invocation.command,
+    env: invocation.env,
+    // The serving pod mounts the model read-only.
+    mounts: [
+      { type: "bind", source: modelDir, destination: defaults.modelMountPath, options: ["rbind", "ro"] },
+    ],
+  });
+  const base = `http://127.0.0.1:${ports.rest}`;
+  try {
+    await waitForReady(`${base}${invocation.readinessPath}`, server.exited);
+  } catch (err) {
+    const exit = await server.stop();
+    throw new Error(`${(err as Error).message}\nmlserver output:\n${exit.stderr.slice(-3000)}`);
+  }
+  return { base, invocation, readyMs: Date.now() - started, stop: server.stop };
+}

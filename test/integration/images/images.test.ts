@@ -26,15 +26,13 @@ import { builtinRuntimes } from "../../../src/operator/builtin-runtimes.ts";
 import { defaultOperatorConfig, defaults } from "../../../src/operator/plan.ts";
 import { Containerd } from "../../harness/containerd.ts";
 import {
-  freePort,
   importAndCheck,
   inferV2,
-  mlserverInvocation,
   packModel,
   readArchiveConfig,
+  serveWithMlserverRuntime,
   trainSampleModel,
   userDir,
-  waitForReady,
 } from "../../harness/images.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { FileServer } from "../downloader/file-server.ts";
@@ -163,26 +161,15 @@ describe("locally built images on real containers", () => {
 
     // Served exactly as the runtime says: its command, its model args with $(MODEL_DIR), its
     // env with the ports (free loopback ports here: the container shares the host's network).
-    const ports = { rest: await freePort(), grpc: await freePort(), metrics: await freePort() };
-    const invocation = mlserverInvocation(ports);
-    assert.deepEqual(invocation.command, ["mlserver", "start", defaults.modelMountPath]);
-    const server = ctd.start({
-      ref: image.ref,
-      args: invocation.command,
-      env: invocation.env,
-      // The serving pod mounts the model read-only.
-      mounts: [
-        { type: "bind", source: model.dir, destination: defaults.modelMountPath, options: ["rbind", "ro"] },
-      ],
-    });
+    const server = await serveWithMlserverRuntime(ctd, image.ref, model.dir);
     try {
-      const base = `http://127.0.0.1:${ports.rest}`;
-      const waited = await waitForReady(`${base}${invocation.readinessPath}`, server.exited);
-      log(`mlserver answered ${invocation.readinessPath} ${(waited / 1000).toFixed(1)}s after start`);
-      assert.deepEqual(await inferV2(base, "iris", model.inputs), model.predictions);
+      assert.deepEqual(server.invocation.command, ["mlserver", "start", defaults.modelMountPath]);
+      log(
+        `mlserver answered ${server.invocation.readinessPath} ${(server.readyMs / 1000).toFixed(1)}s after start`,
+      );
+      assert.deepEqual(await inferV2(server.base, "iris", model.inputs), model.predictions);
     } finally {
-      const exit = await server.stop();
-      if (exit.code !== 0 && exit.code !== 137) log(`mlserver output:\n${exit.stderr.slice(-3000)}`);
+      await server.stop();
     }
   });
 });
