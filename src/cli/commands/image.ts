@@ -23,6 +23,10 @@ Commands:
   list          each image, its reference, and its archive when one is cached
   build NAME    build (or find in the cache) the named images, or all with --all
 
+Flags:
+  --all            (build) every image
+  --archive-only   (build) print only each archive's path, one a line
+
 Images: ${imageNames.join(", ")}
 
 Examples:
