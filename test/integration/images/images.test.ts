@@ -51,6 +51,10 @@ async function machineSupport(): Promise<Support> {
 const support = await machineSupport();
 const skip = support.ok ? false : `cannot build images here: ${support.reason}`;
 
+// A cold build of one image took up to 15 minutes on a loaded 2-core machine (docs/images.md),
+// longer than scripts/test.ts's default per-test timeout; a warm one takes seconds.
+const imageTest = { skip, timeout: 45 * 60_000 };
+
 // Each test carries the skip (not only the suite), so the run counts them as skipped.
 describe("locally built images on real containers", () => {
   let ctd: Containerd;
@@ -61,115 +65,127 @@ describe("locally built images on real containers", () => {
     await ctd?.stop();
   });
 
-  test("the project image: the Dockerfile's settings, downloads a model as uid 1000 on a read-only root, runs the operator", {
-    skip,
-  }, async () => {
-    const recipe = recipeFor("mlmodel");
-    assert.equal(
-      recipe.ref,
-      defaultOperatorConfig.downloaderImage,
-      "built under the download Job's image name",
-    );
-    const image = await ensureImage("mlmodel", log);
-    const { config } = readArchiveConfig(image.archive);
-    assert.equal(config.User, `${defaults.runAsUser}:${defaults.runAsUser}`);
-    assert.deepEqual(config.Entrypoint, ["mlmodel"]);
-    assert.deepEqual(config.Cmd, ["operator", "--help"]);
-    assert.ok(config.Env.includes("NODE_ENV=production"), `Env: ${config.Env.join(" ")}`);
-    assert.equal(config.WorkingDir, "/app");
-    await importAndCheck(ctd, image.ref, image.archive, image.record.digest);
+  test(
+    "the project image: the Dockerfile's settings, downloads a model as uid 1000 on a read-only root, runs the operator",
+    imageTest,
+    async () => {
+      const recipe = recipeFor("mlmodel");
+      assert.equal(
+        recipe.ref,
+        defaultOperatorConfig.downloaderImage,
+        "built under the download Job's image name",
+      );
+      const image = await ensureImage("mlmodel", log);
+      const { config } = readArchiveConfig(image.archive);
+      assert.equal(config.User, `${defaults.runAsUser}:${defaults.runAsUser}`);
+      assert.deepEqual(config.Entrypoint, ["mlmodel"]);
+      assert.deepEqual(config.Cmd, ["operator", "--help"]);
+      assert.ok(config.Env.includes("NODE_ENV=production"), `Env: ${config.Env.join(" ")}`);
+      assert.equal(config.WorkingDir, "/app");
+      await importAndCheck(ctd, image.ref, image.archive, image.record.digest);
 
-    // The model: a tar.gz on a loopback server, checked by its sha256, as a download Job gets it.
-    const work = scratchDir("image-download");
-    const model = userDir(join(work, "src"), 0);
-    // Random bytes: a model compresses little (the downloader refuses an expansion bomb).
-    const weights = randomBytes(300_000);
-    writeFileSync(join(model, "model.bin"), weights);
-    writeFileSync(join(model, "config.json"), '{"layers": 3}\n');
-    const tgz = join(work, "m.tgz");
-    const sha256 = packModel(model, tgz);
-    const body = readFileSync(tgz);
-    const server = await new FileServer().start();
-    server.files.set("/m.tgz", body);
-    const volume = userDir(join(work, "volume"), defaults.runAsUser);
-    const tmp = userDir(join(work, "tmp"), defaults.runAsUser);
-    try {
-      const run = await ctd.run({
+      // The model: a tar.gz on a loopback server, checked by its sha256, as a download Job gets it.
+      const work = scratchDir("image-download");
+      const model = userDir(join(work, "src"), 0);
+      // Random bytes: a model compresses little (the downloader refuses an expansion bomb).
+      const weights = randomBytes(300_000);
+      writeFileSync(join(model, "model.bin"), weights);
+      writeFileSync(join(model, "config.json"), '{"layers": 3}\n');
+      const tgz = join(work, "m.tgz");
+      const sha256 = packModel(model, tgz);
+      const body = readFileSync(tgz);
+      const server = await new FileServer().start();
+      server.files.set("/m.tgz", body);
+      const volume = userDir(join(work, "volume"), defaults.runAsUser);
+      const tmp = userDir(join(work, "tmp"), defaults.runAsUser);
+      try {
+        const run = await ctd.run({
+          ref: image.ref,
+          args: [
+            "mlmodel",
+            "download",
+            "--uri",
+            `${server.url}/m.tgz`,
+            "--dest",
+            `${defaults.modelMountPath}/m`,
+            "--sha256",
+            sha256,
+          ],
+          // desiredDownloadJob: readOnlyRootFilesystem, an emptyDir on /tmp, the claim on the mount path.
+          readOnlyRootfs: true,
+          mounts: [
+            { type: "bind", source: volume, destination: defaults.modelMountPath, options: ["rbind", "rw"] },
+            { type: "bind", source: tmp, destination: "/tmp", options: ["rbind", "rw"] },
+          ],
+        });
+        assert.equal(run.code, 0, `mlmodel download failed:\n${run.stdout}\n${run.stderr}`);
+      } finally {
+        await server.stop();
+      }
+      assert.equal(
+        server.fileRequests("/m.tgz").length >= 1,
+        true,
+        "the download came from the loopback server",
+      );
+      const dest = join(volume, "m");
+      assert.deepEqual(readFileSync(join(dest, "model.bin")), weights);
+      assert.equal(readFileSync(join(dest, "config.json"), "utf8"), '{"layers": 3}\n');
+      assert.equal(statSync(join(dest, "model.bin")).uid, defaults.runAsUser, "written by the image's user");
+
+      const help = await ctd.run({
+        ref: image.ref,
+        args: ["mlmodel", "operator", "--help"],
+        readOnlyRootfs: true,
+      });
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, /Usage: mlmodel operator/);
+    },
+  );
+
+  test(
+    "the MLServer image: the built-in runtime's command and env serve a scikit-learn model with local predictions",
+    imageTest,
+    async () => {
+      const runtime = builtinRuntimes.find((r) => r.metadata.name === "mlserver")!.spec;
+      const recipe = recipeFor("mlserver");
+      assert.equal(recipe.ref, runtime.image, "built under the built-in runtime's own image name");
+      const image = await ensureImage("mlserver", log);
+      const { config } = readArchiveConfig(image.archive);
+      assert.equal(config.User, `${runtime.runAsUser}:${runtime.runAsUser}`);
+      await importAndCheck(ctd, image.ref, image.archive, image.record.digest);
+
+      // Who the server runs as, and where it may write.
+      const who = await ctd.run({
         ref: image.ref,
         args: [
-          "mlmodel",
-          "download",
-          "--uri",
-          `${server.url}/m.tgz`,
-          "--dest",
-          `${defaults.modelMountPath}/m`,
-          "--sha256",
-          sha256,
-        ],
-        // desiredDownloadJob: readOnlyRootFilesystem, an emptyDir on /tmp, the claim on the mount path.
-        readOnlyRootfs: true,
-        mounts: [
-          { type: "bind", source: volume, destination: defaults.modelMountPath, options: ["rbind", "rw"] },
-          { type: "bind", source: tmp, destination: "/tmp", options: ["rbind", "rw"] },
+          "python3",
+          "-c",
+          "import os; print(os.getuid(), os.getgid(), os.environ['HOME'], os.getcwd())",
         ],
       });
-      assert.equal(run.code, 0, `mlmodel download failed:\n${run.stdout}\n${run.stderr}`);
-    } finally {
-      await server.stop();
-    }
-    assert.equal(
-      server.fileRequests("/m.tgz").length >= 1,
-      true,
-      "the download came from the loopback server",
-    );
-    const dest = join(volume, "m");
-    assert.deepEqual(readFileSync(join(dest, "model.bin")), weights);
-    assert.equal(readFileSync(join(dest, "config.json"), "utf8"), '{"layers": 3}\n');
-    assert.equal(statSync(join(dest, "model.bin")).uid, defaults.runAsUser, "written by the image's user");
+      assert.equal(who.code, 0, who.stderr);
+      assert.equal(who.stdout.trim(), "1000 1000 /home/mlserver /home/mlserver");
 
-    const help = await ctd.run({
-      ref: image.ref,
-      args: ["mlmodel", "operator", "--help"],
-      readOnlyRootfs: true,
-    });
-    assert.equal(help.code, 0, help.stderr);
-    assert.match(help.stdout, /Usage: mlmodel operator/);
-  });
+      // The model, trained by the image's own python and scikit-learn.
+      const model = await trainSampleModel(ctd, image.ref, join(scratchDir("image-mlserver"), "model"));
+      assert.deepEqual(readdirSync(model.dir).sort(), [
+        "expected.json",
+        "model-settings.json",
+        "model.joblib",
+      ]);
 
-  test("the MLServer image: the built-in runtime's command and env serve a scikit-learn model with local predictions", {
-    skip,
-  }, async () => {
-    const runtime = builtinRuntimes.find((r) => r.metadata.name === "mlserver")!.spec;
-    const recipe = recipeFor("mlserver");
-    assert.equal(recipe.ref, runtime.image, "built under the built-in runtime's own image name");
-    const image = await ensureImage("mlserver", log);
-    const { config } = readArchiveConfig(image.archive);
-    assert.equal(config.User, `${runtime.runAsUser}:${runtime.runAsUser}`);
-    await importAndCheck(ctd, image.ref, image.archive, image.record.digest);
-
-    // Who the server runs as, and where it may write.
-    const who = await ctd.run({
-      ref: image.ref,
-      args: ["python3", "-c", "import os; print(os.getuid(), os.getgid(), os.environ['HOME'], os.getcwd())"],
-    });
-    assert.equal(who.code, 0, who.stderr);
-    assert.equal(who.stdout.trim(), "1000 1000 /home/mlserver /home/mlserver");
-
-    // The model, trained by the image's own python and scikit-learn.
-    const model = await trainSampleModel(ctd, image.ref, join(scratchDir("image-mlserver"), "model"));
-    assert.deepEqual(readdirSync(model.dir).sort(), ["expected.json", "model-settings.json", "model.joblib"]);
-
-    // Served exactly as the runtime says: its command, its model args with $(MODEL_DIR), its
-    // env with the ports (free loopback ports here: the container shares the host's network).
-    const server = await serveWithMlserverRuntime(ctd, image.ref, model.dir);
-    try {
-      assert.deepEqual(server.invocation.command, ["mlserver", "start", defaults.modelMountPath]);
-      log(
-        `mlserver answered ${server.invocation.readinessPath} ${(server.readyMs / 1000).toFixed(1)}s after start`,
-      );
-      assert.deepEqual(await inferV2(server.base, "iris", model.inputs), model.predictions);
-    } finally {
-      await server.stop();
-    }
-  });
+      // Served exactly as the runtime says: its command, its model args with $(MODEL_DIR), its
+      // env with the ports (free loopback ports here: the container shares the host's network).
+      const server = await serveWithMlserverRuntime(ctd, image.ref, model.dir);
+      try {
+        assert.deepEqual(server.invocation.command, ["mlserver", "start", defaults.modelMountPath]);
+        log(
+          `mlserver answered ${server.invocation.readinessPath} ${(server.readyMs / 1000).toFixed(1)}s after start`,
+        );
+        assert.deepEqual(await inferV2(server.base, "iris", model.inputs), model.predictions);
+      } finally {
+        await server.stop();
+      }
+    },
+  );
 });
