@@ -12,7 +12,7 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { copyFile, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { binaryCacheDir } from "../cluster/paths.ts";
 import { sha256OfFile } from "../downloader/digest.ts";
@@ -135,6 +135,41 @@ function seconds(since: number): number {
   return Math.round((Date.now() - since) / 100) / 10;
 }
 
+/** Entries of an image or layer not used for this long are removed when a newer one is used. */
+export const staleAfterMs = 24 * 60 * 60 * 1000;
+
+/** Marks an entry as used now (its directory's mtime), so pruning keeps it. */
+async function touch(dir: string): Promise<void> {
+  const now = new Date();
+  await utimes(dir, now, now).catch(() => {});
+}
+
+/**
+ * Removes the other entries named `<name>-<key>` in `parent` (older keys of the same image or
+ * layer) that nobody used for `staleAfterMs` and nobody is building: every edit under src/
+ * makes a new project layer and image, and without this the cache would grow by about 130 MB
+ * each time. Entries used within the day stay, so two checkouts sharing the cache do not
+ * evict each other's.
+ */
+export async function pruneStale(
+  parent: string,
+  name: string,
+  keep: string,
+  now = Date.now(),
+): Promise<string[]> {
+  const pattern = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}-[0-9a-f]{16}$`);
+  const removed: string[] = [];
+  for (const entry of await readdir(parent).catch(() => [] as string[])) {
+    const dir = join(parent, entry);
+    if (!pattern.test(entry) || dir === keep || existsSync(`${dir}.lock`)) continue;
+    const age = now - (await stat(dir)).mtimeMs;
+    if (age < staleAfterMs) continue;
+    await rm(dir, { recursive: true, force: true });
+    removed.push(entry);
+  }
+  return removed;
+}
+
 /** Runs `build` under the entry's lock unless a good entry is (or, after waiting, has become) there. */
 async function ensureEntry<T>(
   dir: string,
@@ -207,6 +242,8 @@ async function ensureLayer(layer: LayerRecipe, root: string, progress: ProgressF
     },
     progress,
   );
+  await touch(dir);
+  await pruneStale(join(root, "layers"), layer.name, dir);
   return { ...result, dir };
 }
 
@@ -266,6 +303,8 @@ export async function ensureImage(name: string, progress: ProgressFn = () => {})
     },
     progress,
   );
+  await touch(dir);
+  await pruneStale(root, recipe.name, dir);
   return {
     ref: recipe.ref,
     archive: join(dir, "image.tar"),

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { inspectImage, inspectLayer, keyOf } from "../../../src/images/build.ts";
+import { inspectImage, inspectLayer, keyOf, pruneStale, staleAfterMs } from "../../../src/images/build.ts";
 import { debianMirrorLines } from "../../../src/images/debian.ts";
 import {
   blobPath,
@@ -150,5 +150,28 @@ describe("Debian mirrors for mmdebstrap", () => {
         "deb http://deb.debian.org/debian-security bookworm-security main",
       ],
     );
+  });
+});
+
+describe("cache pruning", () => {
+  it("removes older keys of the same name unused for a day, keeps the rest", async () => {
+    const parent = scratchDir("image-prune");
+    const make = (entry: string, ageMs: number) => {
+      mkdirSync(join(parent, entry));
+      const when = new Date(Date.now() - ageMs);
+      utimesSync(join(parent, entry), when, when);
+    };
+    const old = staleAfterMs + 60_000;
+    make("mlmodel-aaaaaaaaaaaaaaaa", 0); // the one in use
+    make("mlmodel-bbbbbbbbbbbbbbbb", old); // stale: removed
+    make("mlmodel-cccccccccccccccc", 60_000); // used an hour ago by another checkout: kept
+    make("mlmodel-dddddddddddddddd", old); // stale but being built (locked): kept
+    writeFileSync(join(parent, "mlmodel-dddddddddddddddd.lock"), "1");
+    make("mlserver-eeeeeeeeeeeeeeee", old); // another image: kept
+    make("mlmodel-app-ffffffffffffffff", old); // a name that only starts the same: kept
+    const removed = await pruneStale(parent, "mlmodel", join(parent, "mlmodel-aaaaaaaaaaaaaaaa"));
+    assert.deepEqual(removed, ["mlmodel-bbbbbbbbbbbbbbbb"]);
+    assert.equal(existsSync(join(parent, "mlmodel-bbbbbbbbbbbbbbbb")), false);
+    assert.equal(readdirSync(parent).length, 6);
   });
 });
