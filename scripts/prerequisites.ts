@@ -7,13 +7,7 @@
  *   npm run prerequisites -- --list        what each one is, and its state; installs nothing
  */
 import { parseArgs } from "node:util";
-import {
-  describeOutcomes,
-  failureReport,
-  type Outcome,
-  prepare,
-  withRequirements,
-} from "../test/harness/prerequisites/engine.ts";
+import { prepareAndReport, withRequirements } from "../test/harness/prerequisites/engine.ts";
 import { registry } from "../test/harness/prerequisites/index.ts";
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { list: { type: "boolean" } } });
@@ -37,8 +31,5 @@ if (values.list) {
   }
   process.exit(0);
 }
-const outcomes = await prepare(wanted, { progress: (line) => console.log(`[prerequisites] ${line}`) });
-console.log(`[prerequisites] ${describeOutcomes(outcomes)}`);
-const failed = outcomes.filter((o): o is Extract<Outcome, { state: "failed" }> => o.state === "failed");
-for (const f of failed) console.error(failureReport(f));
-process.exit(failed.length > 0 ? 1 : 0);
+const { failed } = await prepareAndReport(wanted, "[prerequisites] ");
+process.exit(failed > 0 ? 1 : 0);

@@ -30,10 +30,8 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { down, readState, up } from "../src/cluster/index.ts";
 import {
-  describeOutcomes,
-  failureReport,
-  type Outcome,
-  prepare,
+  prepareAndReport,
+  unavailableFiles,
   withRequirements,
 } from "../test/harness/prerequisites/engine.ts";
 import { registry } from "../test/harness/prerequisites/index.ts";
@@ -79,25 +77,12 @@ async function prepareFor(needs: Map<string, string[]>): Promise<SkippedFile[]> 
   const wanted = withRequirements(registry, new Set([...needs.values()].flat()));
   if (wanted.length === 0) return [];
   console.log(`\n# prerequisites: ${wanted.map((p) => p.name).join(", ")}`);
-  const outcomes = await prepare(wanted, { progress: (line) => console.log(`# [prerequisites] ${line}`) });
-  console.log(`# prerequisites: ${describeOutcomes(outcomes)}`);
-  const failed = outcomes.filter((o): o is Extract<Outcome, { state: "failed" }> => o.state === "failed");
-  if (failed.length > 0) {
-    for (const f of failed) console.error(failureReport(f));
-    console.error(`# FAILED: ${failed.length} prerequisite(s) could not be installed; no tests were run`);
+  const { outcomes, failed } = await prepareAndReport(wanted, "# [prerequisites] ");
+  if (failed > 0) {
+    console.error(`# FAILED: ${failed} prerequisite(s) could not be installed; no tests were run`);
     process.exit(1);
   }
-  const unavailable = new Map(
-    outcomes.flatMap((o) => (o.state === "unavailable" ? [[o.name, o.reason] as const] : [])),
-  );
-  return [...needs].flatMap(([file, names]) => {
-    const missing = names.filter((n) => unavailable.has(n));
-    if (missing.length === 0) return [];
-    const reason = missing
-      .map((n) => `needs ${n}, unavailable on this machine: ${unavailable.get(n)}`)
-      .join("; ");
-    return [{ file, reason }];
-  });
+  return unavailableFiles(needs, outcomes);
 }
 
 const roots = values.only

@@ -40,6 +40,8 @@ export type Outcome =
   | { name: string; state: "unavailable"; reason: string }
   | { name: string; state: "failed"; error: string; byHand: string };
 
+type Failed = Extract<Outcome, { state: "failed" }>;
+
 export interface PrepareOptions {
   progress: ProgressFn;
   /** How often to say which installs are still running (default 30 s). */
@@ -175,7 +177,7 @@ export function describeOutcomes(outcomes: readonly Outcome[]): string {
 }
 
 /** What to print for a failed install: what failed, why, and how to do it by hand. */
-export function failureReport(failed: Extract<Outcome, { state: "failed" }>): string {
+export function failureReport(failed: Failed): string {
   const indent = (text: string) =>
     text
       .trimEnd()
@@ -188,4 +190,37 @@ export function failureReport(failed: Extract<Outcome, { state: "failed" }>): st
     "#   to install it by hand:",
     indent(failed.byHand),
   ].join("\n");
+}
+
+/**
+ * `prepare` for a command line: progress and the outcomes on stdout, after `prefix`, and what
+ * failed and how to install it by hand on stderr. Returns the outcomes and the number that failed.
+ */
+export async function prepareAndReport(
+  wanted: readonly Prerequisite[],
+  prefix: string,
+): Promise<{ outcomes: Outcome[]; failed: number }> {
+  const outcomes = await prepare(wanted, { progress: (line) => console.log(`${prefix}${line}`) });
+  console.log(`${prefix}${describeOutcomes(outcomes)}`);
+  const failed = outcomes.filter((o): o is Failed => o.state === "failed");
+  for (const f of failed) console.error(failureReport(f));
+  return { outcomes, failed: failed.length };
+}
+
+/** The files that need an unavailable prerequisite, each with the reason, to report as skipped. */
+export function unavailableFiles(
+  needs: ReadonlyMap<string, readonly string[]>,
+  outcomes: readonly Outcome[],
+): { file: string; reason: string }[] {
+  const unavailable = new Map(
+    outcomes.flatMap((o) => (o.state === "unavailable" ? [[o.name, o.reason]] : [])),
+  );
+  return [...needs].flatMap(([file, names]) => {
+    const missing = names.filter((n) => unavailable.has(n));
+    if (missing.length === 0) return [];
+    const reason = missing
+      .map((n) => `needs ${n}, unavailable on this machine: ${unavailable.get(n)}`)
+      .join("; ");
+    return [{ file, reason }];
+  });
 }

@@ -9,6 +9,7 @@ import {
   type Outcome,
   type Prerequisite,
   prepare,
+  unavailableFiles,
   withRequirements,
 } from "../../harness/prerequisites/engine.ts";
 import { registry } from "../../harness/prerequisites/index.ts";
@@ -162,6 +163,29 @@ describe("prepare", () => {
     assert.equal(lines[0], "slow: installing slow (fake) (its check failed: cannot read the cache)");
     assert.ok(lines.some((l) => /^still installing: slow \(\d+s\)$/.test(l)));
     assert.match(lines.at(-1)!, /^slow: ready \(installed in \d+s\)$/);
+  });
+});
+
+describe("unavailableFiles", () => {
+  it("names each file that needs an unavailable prerequisite, with every reason", () => {
+    const needs = new Map([
+      ["test/e2e/node/a.test.ts", ["cluster", "real-node"]],
+      ["test/e2e/node/b.test.ts", ["real-node", "images"]],
+      ["test/unit/c.test.ts", []],
+    ]);
+    const outcomes: Outcome[] = [
+      { name: "cluster", state: "ready" },
+      { name: "real-node", state: "unavailable", reason: "not root" },
+      { name: "images", state: "unavailable", reason: "no mmdebstrap" },
+    ];
+    assert.deepEqual(unavailableFiles(needs, outcomes), [
+      { file: "test/e2e/node/a.test.ts", reason: "needs real-node, unavailable on this machine: not root" },
+      {
+        file: "test/e2e/node/b.test.ts",
+        reason:
+          "needs real-node, unavailable on this machine: not root; needs images, unavailable on this machine: no mmdebstrap",
+      },
+    ]);
   });
 });
 
