@@ -6,10 +6,11 @@
  *   - fake-gcs-server (Go module): a Google Cloud Storage JSON API server
  * The HTTPS and Hugging Face layout servers are plain Node servers inside the tests.
  */
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { checkGoToolchain } from "../../../src/cluster/binaries.ts";
 import type { CheckResult, Prerequisite } from "./engine.ts";
-import { aptInstall, commandWorks, installOnce, isComplete, run, testServersDir } from "./install.ts";
+import { aptInstall, installOnce, isComplete, run, testServersDir } from "./install.ts";
 
 export const motoVersion = "5.2.5";
 export const azuriteVersion = "3.37.0";
@@ -28,6 +29,10 @@ export const serverPaths = {
   "fake-gcs": () => join(fakeGcsDir(), "fake-gcs-server"),
 };
 
+function firstLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
+}
+
 function installedIn(dir: string): CheckResult {
   return isComplete(dir) ? { state: "ready" } : { state: "missing", why: `nothing installed in ${dir} yet` };
 }
@@ -38,12 +43,17 @@ export const moto: Prerequisite = {
   check: async () => installedIn(motoDir()),
   install: (progress) =>
     installOnce(motoDir(), async (dir) => {
-      if (!commandWorks("python3", ["-c", "import venv, ensurepip"])) {
-        // Debian ships venv (and ensurepip) apart from python3.
-        progress("python3 with venv is missing; installing python3-venv with apt-get");
+      try {
+        await run("python3", ["-m", "venv", dir]);
+      } catch (err) {
+        // Debian ships venv (with ensurepip) apart from python3, and some images lack python3.
+        progress(
+          `python3 -m venv failed; installing python3 and python3-venv with apt-get (${firstLine(err)})`,
+        );
         await aptInstall(["python3", "python3-venv"]);
+        await rm(dir, { recursive: true, force: true });
+        await run("python3", ["-m", "venv", dir]);
       }
-      await run("python3", ["-m", "venv", dir]);
       progress(`pip install moto[server]==${motoVersion}`);
       await run(join(dir, "bin", "pip"), [
         "install",
