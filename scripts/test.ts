@@ -174,6 +174,9 @@ try {
     process.execPath,
     [
       "--test",
+      // A file whose tests have all ended exits even if it leaked a timer or a socket: otherwise
+      // one leak (seen after a failed before hook) hangs the whole run, and CI, forever.
+      "--test-force-exit",
       "--test-concurrency=3",
       "--test-timeout=900000",
       "--test-reporter=spec",
