@@ -47,6 +47,15 @@ export function commandWorks(command: string, args: readonly string[]): boolean 
   return !r.error && r.status === 0;
 }
 
+/** Fails unless Go is on PATH, for a prerequisite built from its Go module. */
+export function requireGo(what: string): void {
+  if (!commandWorks("go", ["version"])) {
+    throw new Error(
+      `building ${what} needs Go on PATH: install Go 1.26 or newer (https://go.dev/dl, or your distribution's package)`,
+    );
+  }
+}
+
 const completeMarker = ".mlmodel-complete";
 
 /** True when `dir` holds a finished install (its marker is written last). */

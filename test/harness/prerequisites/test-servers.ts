@@ -8,9 +8,8 @@
  */
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { checkGoToolchain } from "../../../src/cluster/binaries.ts";
 import type { CheckResult, Prerequisite } from "./engine.ts";
-import { aptInstall, installOnce, isComplete, run, testServersDir } from "./install.ts";
+import { aptInstall, installOnce, isComplete, requireGo, run, testServersDir } from "./install.ts";
 
 export const motoVersion = "5.2.5";
 export const azuriteVersion = "3.37.0";
@@ -98,7 +97,7 @@ export const fakeGcs: Prerequisite = {
   check: async () => installedIn(fakeGcsDir()),
   install: () =>
     installOnce(fakeGcsDir(), async (dir) => {
-      checkGoToolchain();
+      requireGo("fake-gcs-server");
       await run("go", ["install", `github.com/fsouza/fake-gcs-server@${fakeGcsVersion}`], {
         env: { GOBIN: dir, CGO_ENABLED: "0", GOTOOLCHAIN: "local" },
       });

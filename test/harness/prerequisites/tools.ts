@@ -1,16 +1,10 @@
 /** Prerequisites that are tools: the control plane's binaries, Helm, openssl. */
 import { access, constants } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  binaryNames,
-  checkGoToolchain,
-  ensureBinaries,
-  inspectEntry,
-  recipes,
-} from "../../../src/cluster/binaries.ts";
+import { binaryNames, ensureBinaries, inspectEntry, recipes } from "../../../src/cluster/binaries.ts";
 import { binaryCacheDir } from "../../../src/cluster/paths.ts";
 import type { CheckResult, Prerequisite } from "./engine.ts";
-import { aptInstall, commandWorks, installOnce, isComplete, run } from "./install.ts";
+import { aptInstall, commandWorks, installOnce, isComplete, requireGo, run } from "./install.ts";
 
 /**
  * The local control plane's binaries (etcd, kube-apiserver, kube-controller-manager,
@@ -82,7 +76,7 @@ export const helm: Prerequisite = {
   },
   install: () =>
     installOnce(helmDir(), async (dir) => {
-      checkGoToolchain();
+      requireGo("helm");
       await run("go", helmBuild, {
         env: { CGO_ENABLED: "0", GOTOOLCHAIN: "local", GOFLAGS: "-buildvcs=false", GOBIN: dir },
       });
