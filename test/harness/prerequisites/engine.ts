@@ -114,7 +114,10 @@ export async function prepare(wanted: readonly Prerequisite[], opts: PrepareOpti
     if (checked.state === "unavailable")
       return { name: p.name, state: "unavailable", reason: checked.reason };
     for (const r of p.requires ?? []) {
-      const required = await settle(byName.get(r)!);
+      const requirement = byName.get(r);
+      if (!requirement)
+        throw new Error(`${p.name} requires ${r}, which is not being prepared: use withRequirements`);
+      const required = await settle(requirement);
       if (required.state === "unavailable")
         return {
           name: p.name,
