@@ -240,7 +240,7 @@ async function build(recipe: Recipe, dir: string, progress: ProgressFn): Promise
 }
 
 /** Serialises builds of one cache entry across processes (two test runs, say). */
-async function withBuildLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
+export async function withBuildLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
   const lockPath = `${dir}.lock`;
   for (;;) {
     try {
