@@ -16,7 +16,7 @@ import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile
 import { dirname, join } from "node:path";
 import { binaryCacheDir } from "../cluster/paths.ts";
 import { sha256OfFile } from "../downloader/digest.ts";
-import { withEntryLock } from "./lock.ts";
+import { withBuildLock } from "../cluster/binaries.ts";
 import {
   blobPath,
   dockerManifest,
@@ -181,7 +181,7 @@ async function ensureEntry<T>(
   const first = await inspect(dir);
   if (first.state === "ok") return { record: first.record, built: false };
   await mkdir(dirname(dir), { recursive: true });
-  return withEntryLock(dir, async () => {
+  return withBuildLock(dir, async () => {
     const entry = await inspect(dir);
     if (entry.state === "ok") return { record: entry.record, built: false };
     if (entry.state === "corrupted")
