@@ -1,0 +1,151 @@
+/**
+ * A snapshot of everything the real node can change on the machine, to prove that `down`
+ * undoes it all: the node's processes, mounts, network links and addresses, iptables and
+ * ip6tables rules, nf_tables tables, cgroup directories in every hierarchy, the sysctls it
+ * touches, and the fixed host paths kubelet, containerd and CNI use.
+ *
+ * Mounts are compared where the node could have made them (its dirs, the fixed paths, cgroup
+ * and overlay/nsfs mounts): other engineers' builds on the same machine mount and unmount
+ * chroots of their own meanwhile, which are none of the node's business.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fixedHostPaths } from "../../../src/cluster/node/config.ts";
+import { parseMountInfo } from "../../../src/cluster/node/host.ts";
+
+const nodeSysctls = [
+  "vm.overcommit_memory",
+  "vm.panic_on_oom",
+  "kernel.panic",
+  "kernel.panic_on_oops",
+  "kernel.keys.root_maxkeys",
+  "kernel.keys.root_maxbytes",
+  "net.ipv4.ip_forward",
+  "net.ipv4.conf.all.forwarding",
+  "net.ipv4.conf.all.route_localnet",
+  "net.ipv6.conf.all.forwarding",
+  "net.bridge.bridge-nf-call-iptables",
+  "net.bridge.bridge-nf-call-ip6tables",
+  "net.netfilter.nf_conntrack_max",
+  "net.netfilter.nf_conntrack_tcp_timeout_established",
+  "net.netfilter.nf_conntrack_tcp_timeout_close_wait",
+];
+
+/** Executables of the node: none may run before `up` or after `down`. */
+const nodeExecutables =
+  /(^|\/)(containerd|containerd-shim-runc-v2|kubelet|kube-proxy|local-path-provisioner|pause|runc)$/;
+
+const sh = (command: string, args: string[]) => {
+  try {
+    return execFileSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+  } catch {
+    return `(${command} unavailable)`;
+  }
+};
+
+function nodeProcesses(clusterDir: string): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").filter(Boolean);
+      if (argv.length && (nodeExecutables.test(argv[0]!) || argv.some((a) => a.includes(clusterDir))))
+        found.push(argv.join(" "));
+    } catch {
+      // Ended while we looked.
+    }
+  }
+  return found.sort();
+}
+
+function relevantMounts(clusterDir: string): string[] {
+  const prefixes = [clusterDir, ...fixedHostPaths, "/sys/fs/cgroup"];
+  return parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8"))
+    .filter(
+      (m) =>
+        prefixes.some((p) => m.mountPoint === p || m.mountPoint.startsWith(`${p}/`)) ||
+        m.fsType === "overlay" ||
+        m.fsType === "nsfs",
+    )
+    .map((m) => `${m.mountPoint} ${m.fsType} ${m.source}`)
+    .sort();
+}
+
+function cgroupDirs(): string[] {
+  const hierarchies = parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8"))
+    .filter((m) => m.fsType === "cgroup" || m.fsType === "cgroup2")
+    .map((m) => m.mountPoint);
+  const dirs: string[] = [];
+  const walk = (dir: string) => {
+    dirs.push(dir);
+    for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name));
+  };
+  for (const h of hierarchies) walk(h);
+  return dirs.sort();
+}
+
+/** iptables-save without comments and packet counters, which change with any traffic. */
+const rules = (text: string) =>
+  text
+    .split("\n")
+    .filter((l) => l && !l.startsWith("#"))
+    .map((l) => l.replace(/\[\d+:\d+\]/, "[counters]"))
+    .join("\n");
+
+function listing(path: string): string[] {
+  if (!existsSync(path)) return ["(absent)"];
+  try {
+    return readdirSync(path, { recursive: true, encoding: "utf8" }).sort();
+  } catch {
+    return ["(not a directory)"];
+  }
+}
+
+export interface MachineState {
+  processes: string[];
+  mounts: string[];
+  links: string;
+  addresses: string;
+  iptables: string;
+  ip6tables: string;
+  nftTables: string;
+  cgroups: string[];
+  sysctls: Record<string, string>;
+  fixedPaths: Record<string, string[]>;
+}
+
+export function snapshotMachine(clusterDir: string): MachineState {
+  const sysctls: Record<string, string> = {};
+  for (const name of nodeSysctls) {
+    try {
+      sysctls[name] = readFileSync(join("/proc/sys", ...name.split(".")), "utf8").trim();
+    } catch {
+      sysctls[name] = "(absent)";
+    }
+  }
+  const fixedPaths: Record<string, string[]> = {};
+  for (const path of fixedHostPaths) fixedPaths[path] = listing(path);
+  return {
+    processes: nodeProcesses(clusterDir),
+    mounts: relevantMounts(clusterDir),
+    // Names, kinds and masters of links, without the counters and states that traffic changes.
+    links: sh("ip", ["-o", "-d", "link", "show"])
+      .split("\n")
+      .map((l) => /^\d+: (\S+?):.*?(?:master (\S+))?/.exec(l)?.slice(1).join(" ") ?? "")
+      .filter(Boolean)
+      .sort()
+      .join("\n"),
+    addresses: sh("ip", ["-o", "addr", "show"])
+      .split("\n")
+      .map((l) => l.replace(/valid_lft \S+ preferred_lft \S+/, ""))
+      .sort()
+      .join("\n"),
+    iptables: rules(sh("iptables-save", [])),
+    ip6tables: rules(sh("ip6tables-save", [])),
+    nftTables: sh("nft", ["list", "tables"]),
+    cgroups: cgroupDirs(),
+    sysctls,
+    fixedPaths,
+  };
+}
