@@ -5,7 +5,7 @@
  * stopped again and the error names the component and its log.
  */
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { mkdir, open, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
@@ -104,6 +104,19 @@ export interface UpOptions {
 }
 
 const stateFile = (dir: string) => join(dir, "state.json");
+/**
+ * The processes an `up` has started so far, written as it goes: if that `up` is killed before
+ * it writes state.json, `down` still finds (and stops) them.
+ */
+const startedFile = (dir: string) => join(dir, "started.json");
+
+async function readStarted(dir: string): Promise<ProcessRecord[]> {
+  try {
+    return JSON.parse(await readFile(startedFile(dir), "utf8")) as ProcessRecord[];
+  } catch {
+    return [];
+  }
+}
 export const kubeconfigPath = (dir: string) => join(dir, "admin.kubeconfig");
 
 export async function readState(dir: string): Promise<ClusterState | undefined> {
@@ -183,14 +196,18 @@ async function claimDir(dir: string, progress: ProgressFn): Promise<() => Promis
   await handle.close();
   const release = () => rm(lockPath, { force: true });
   const previous = await readState(dir);
-  if (previous) {
+  const halfStarted = await readStarted(dir);
+  if (previous || halfStarted.length > 0) {
     const alive = [];
-    for (const record of previous.processes) if (await isOurs(record)) alive.push(record.component);
+    for (const record of previous?.processes ?? halfStarted)
+      if (await isOurs(record)) alive.push(record.component);
     if (alive.length > 0) {
       await release();
       throw new ClusterError(
-        `a cluster is already running in ${dir} (${previous.server}; ${alive.join(", ")} up).\n` +
-          `  Use it (KUBECONFIG=${previous.kubeconfig}), or stop it first: mlmodel cluster down --dir ${dir}`,
+        previous
+          ? `a cluster is already running in ${dir} (${previous.server}; ${alive.join(", ")} up).\n` +
+              `  Use it (KUBECONFIG=${previous.kubeconfig}), or stop it first: mlmodel cluster down --dir ${dir}`
+          : `an interrupted \`mlmodel cluster up\` left ${alive.join(", ")} running in ${dir}; stop them first: mlmodel cluster down --dir ${dir}`,
       );
     }
     progress(`clearing the state of a cluster that is no longer running in ${dir}`);
@@ -200,7 +217,16 @@ async function claimDir(dir: string, progress: ProgressFn): Promise<() => Promis
     progress(`undoing the real node a previous cluster left in ${dir}`);
     await teardownNode(dir);
   }
-  for (const stale of ["state.json", "etcd", "pki", "logs", "admin.kubeconfig", "kubeconfigs", "node"]) {
+  for (const stale of [
+    "state.json",
+    "started.json",
+    "etcd",
+    "pki",
+    "logs",
+    "admin.kubeconfig",
+    "kubeconfigs",
+    "node",
+  ]) {
     await rm(join(dir, stale), { recursive: true, force: true });
   }
   return release;
@@ -455,6 +481,7 @@ export async function up(options: UpOptions): Promise<ClusterState> {
         join(dir, "logs", `${component}.log`),
       );
       started.push(record);
+      writeFileSync(startedFile(dir), JSON.stringify(started));
       return record;
     };
     const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8");
@@ -554,6 +581,7 @@ export async function up(options: UpOptions): Promise<ClusterState> {
       ...(nodeInfo ? { realNode: nodeInfo } : {}),
     };
     await writeState(dir, state);
+    await rm(startedFile(dir), { force: true });
     if (options.stopWhenGone !== undefined) startWatchdog(dir, options.stopWhenGone);
     return state;
   } catch (err) {
@@ -585,9 +613,10 @@ export interface DownResult {
 export async function down(dirOption: string): Promise<DownResult | undefined> {
   const dir = resolve(dirOption);
   const state = await readState(dir);
-  // A node journal without state: an `up` that was killed half-way. Its node is undone all the same.
+  // No state but a node journal or started processes: an `up` killed half-way. Undone all the same.
   const journal = await readJournal(dir);
-  if (!state && !journal) {
+  const processes = state?.processes ?? (await readStarted(dir));
+  if (!state && !journal && processes.length === 0) {
     if (existsSync(dir)) await rm(dir, { recursive: true, force: true });
     return undefined;
   }
@@ -604,7 +633,7 @@ export async function down(dirOption: string): Promise<DownResult | undefined> {
     stopped.push(...running.map((r) => r.component));
   }
   // Reverse start order: clients before the API server, the API server before etcd.
-  for (const record of [...(state?.processes ?? [])].reverse()) {
+  for (const record of [...processes].reverse()) {
     if (await isOurs(record)) {
       await stopProcess(record);
       stopped.push(record.component);

@@ -20,6 +20,11 @@ export interface LockRecord {
   pid: number;
   pidStart?: string;
   since: string;
+  /**
+   * A process that reserved the machine's node for `dir` beyond one up/down (a test that
+   * compares the machine before up and after down): the lock outlives `down` until it goes.
+   */
+  reservedBy?: { pid: number; pidStart?: string };
 }
 
 export class MachineLockError extends Error {
@@ -77,12 +82,19 @@ export interface AcquireOptions {
   /** How long to wait for a live holder to let go; 0 fails at once. */
   waitMs: number;
   progress: ProgressFn;
+  /** Reserve the node for `dir` until this process ends or calls releaseMachineLock with `reservation`. */
+  reserve?: boolean;
 }
 
-/** True when the process that took the lock still runs (and is the same process). */
+async function sameProcess(pid: number, pidStart: string | undefined): Promise<boolean> {
+  const start = await processStartTime(pid);
+  return start !== undefined && (pidStart === undefined || pidStart === start);
+}
+
+/** True when the process that took the lock, or one that reserved it, still runs. */
 export async function takerAlive(holder: LockRecord): Promise<boolean> {
-  const start = await processStartTime(holder.pid);
-  return start !== undefined && (holder.pidStart === undefined || holder.pidStart === start);
+  if (await sameProcess(holder.pid, holder.pidStart)) return true;
+  return holder.reservedBy !== undefined && sameProcess(holder.reservedBy.pid, holder.reservedBy.pidStart);
 }
 
 /**
@@ -96,12 +108,22 @@ export async function acquireMachineLock(options: AcquireOptions): Promise<{ tak
   for (;;) {
     const outcome = await withGuard(options.lockPath, async () => {
       const holder = await readLock(options.lockPath);
-      if (holder && holder.dir !== options.dir && (await options.isAlive(holder))) return { holder };
+      const self = { pid: process.pid, pidStart: await processStartTime(process.pid) };
+      // The same dir again (its reservation, or an up after a crashed one): re-entrant.
+      if (holder?.dir === options.dir) {
+        await writeLock(options.lockPath, {
+          ...holder,
+          ...self,
+          ...(options.reserve ? { reservedBy: self } : {}),
+        });
+        return {};
+      }
+      if (holder && (await options.isAlive(holder))) return { holder };
       await writeLock(options.lockPath, {
         dir: options.dir,
-        pid: process.pid,
-        pidStart: await processStartTime(process.pid),
+        ...self,
         since: new Date().toISOString(),
+        ...(options.reserve ? { reservedBy: self } : {}),
       });
       return { takenOver: holder };
     });
@@ -123,10 +145,21 @@ export async function acquireMachineLock(options: AcquireOptions): Promise<{ tak
   }
 }
 
-/** Lets go of the lock if `dir` holds it. */
-export async function releaseMachineLock(lockPath: string, dir: string): Promise<void> {
+/**
+ * Lets go of the lock if `dir` holds it, unless a live process reserved it for `dir` (then
+ * only `reservation: true`, from that reservation's owner, lets go).
+ */
+export async function releaseMachineLock(
+  lockPath: string,
+  dir: string,
+  options: { reservation?: boolean } = {},
+): Promise<void> {
   await withGuard(lockPath, async () => {
     const holder = await readLock(lockPath);
-    if (holder?.dir === dir) await rm(lockPath, { force: true });
+    if (holder?.dir !== dir) return;
+    const reserved =
+      holder.reservedBy !== undefined &&
+      (await sameProcess(holder.reservedBy.pid, holder.reservedBy.pidStart));
+    if (!reserved || options.reservation) await rm(lockPath, { force: true });
   });
 }

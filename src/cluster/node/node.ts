@@ -13,7 +13,7 @@
  */
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { CoreV1Api, type KubeConfig, KubernetesObjectApi, type V1Node } from "@kubernetes/client-node";
 import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
 import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil } from "../process.ts";
@@ -127,6 +127,45 @@ async function holderAlive(holder: LockRecord): Promise<boolean> {
 async function mayTouchMachine(clusterDir: string): Promise<boolean> {
   const holder = await readLock(machineLockPath);
   return !holder || holder.dir === clusterDir || !(await holderAlive(holder));
+}
+
+/** Takes the machine's real-node lock for `clusterDir`, cleaning up after a dead holder. */
+async function claimMachine(
+  clusterDir: string,
+  options: { waitMs: number; progress: ProgressFn; reserve?: boolean },
+): Promise<void> {
+  const { takenOver } = await acquireMachineLock({
+    lockPath: machineLockPath,
+    dir: clusterDir,
+    isAlive: holderAlive,
+    ...options,
+  });
+  if (takenOver) {
+    options.progress(
+      `taking over the real node from a cluster that is gone (${takenOver.dir}); cleaning up after it`,
+    );
+    await teardownNode(takenOver.dir, { machineWide: true });
+  }
+}
+
+/**
+ * Reserves the machine's real node for `clusterDir` until this process ends or calls
+ * releaseRealNode: `up` in that dir takes it, and `down` leaves it reserved. For callers that
+ * run several real-node clusters in a row, or compare the machine before `up` and after `down`.
+ */
+export async function reserveRealNode(
+  clusterDir: string,
+  options: { waitMs?: number; progress?: ProgressFn } = {},
+): Promise<void> {
+  await claimMachine(resolve(clusterDir), {
+    waitMs: options.waitMs ?? realNodeDefaults.lockWaitMs,
+    progress: options.progress ?? (() => {}),
+    reserve: true,
+  });
+}
+
+export async function releaseRealNode(clusterDir: string): Promise<void> {
+  await releaseMachineLock(machineLockPath, resolve(clusterDir), { reservation: true });
 }
 
 export interface PrepareOptions {
@@ -250,9 +289,13 @@ async function writeNodeFiles(layout: NodeLayout): Promise<void> {
   await writeFile(p.kubeProxyConfig, kubeProxyConfig(layout));
   await writeFile(p.provisionerConfig, provisionerConfig(layout));
   await writeFile(p.provisionerHelperPod, provisionerHelperPod(layout));
-  // Empty on purpose: pods resolve nothing rather than ask the host's resolver.
-  await writeFile(p.resolvConf, "");
+  // Pods resolve nothing rather than ask the host's resolver: their own loopback answers no
+  // query. (An empty file would not do: containerd then copies the host's /etc/resolv.conf.)
+  await writeFile(p.resolvConf, resolvConf);
 }
+
+/** There is no cluster DNS: see docs/real-node.md. */
+export const resolvConf = "nameserver 127.0.0.1\n";
 
 const ctrArgs = (socket: string) => ["--address", socket, "--namespace", "k8s.io"];
 
@@ -381,8 +424,6 @@ export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo
 
 // --- teardown ------------------------------------------------------------------------------
 
-const stopOrder: NodeComponent[] = ["local-path-provisioner", "kube-proxy", "kubelet", "containerd"];
-
 /**
  * Undoes the node of `clusterDir`: stops its processes and every container, unmounts, and,
  * when this dir holds the machine's node (or nobody live does), removes the bridge, the
@@ -400,8 +441,8 @@ export async function teardownNode(
 
   // 1. The node's agents first, so that nothing restarts the containers killed next.
   const records = journal?.processes ?? [];
-  for (const component of stopOrder.slice(0, 3))
-    for (const record of records.filter((r) => r.component === component)) await stopProcess(record, 3000);
+  const agents = records.filter((r) => r.component !== "containerd");
+  await Promise.all(agents.map((record) => stopProcess(record, 3000)));
   // 2. Every container and pod sandbox: all of them live in our cgroup.
   if (machineWide) await killAndWait(await pidsInCgroup(cgroupRoot));
   // 3. containerd, then the shims it started (they outlive it by design) and their children.
