@@ -17,7 +17,14 @@ export {
 export { clusterNetwork } from "./network.ts";
 export { kwokTaint, machineLockPath, nodePaths, realNodeDefaults } from "./node/config.ts";
 export type { LocalImage, NodeImages } from "./node/images.ts";
-export { NodeError, type NodeHealth, type RealNodeInfo, teardownNode } from "./node/node.ts";
+export {
+  NodeError,
+  type NodeHealth,
+  type RealNodeInfo,
+  releaseRealNode,
+  reserveRealNode,
+  teardownNode,
+} from "./node/node.ts";
 export { packImage } from "./node/oci.ts";
 export {
   ensureRealNodePrerequisites,

@@ -4,7 +4,7 @@
  */
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, readlink, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 export interface RunResult {
@@ -211,6 +211,30 @@ export async function findProcesses(match: (argv: string[]) => boolean): Promise
     if (cmdline && match(cmdline.split("\0").filter(Boolean))) pids.push(Number(entry));
   }
   return pids;
+}
+
+/**
+ * Paths of the unix sockets that the processes `pids` hold open (their fds matched to
+ * /proc/net/unix by inode). containerd's shims listen in /run/containerd/s and remove their
+ * socket only when they exit cleanly: after a kill, these are what is left to remove.
+ */
+export async function unixSocketsOf(pids: number[]): Promise<string[]> {
+  const inodes = new Set<string>();
+  for (const pid of pids) {
+    const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
+    for (const fd of fds) {
+      const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => "");
+      const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
+      if (inode) inodes.add(inode);
+    }
+  }
+  const table = await readFile("/proc/net/unix", "utf8").catch(() => "");
+  const paths = new Set<string>();
+  for (const line of table.split("\n").slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length >= 8 && inodes.has(fields[6]!) && fields[7]!.startsWith("/")) paths.add(fields[7]!);
+  }
+  return [...paths];
 }
 
 /** SIGKILLs each pid and waits until all are gone (or 10 s have passed). */

@@ -8,6 +8,8 @@
  * The lock file is only ever read and written inside a short critical section: a directory
  * made with mkdir (atomic), itself considered abandoned after 30 s.
  */
+
+import { existsSync } from "node:fs";
 import { mkdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { ProgressFn } from "../binaries.ts";
@@ -41,12 +43,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function withGuard<T>(lockPath: string, fn: () => Promise<T>): Promise<T> {
   const guard = `${lockPath}.guard`;
-  await mkdir(dirname(lockPath), { recursive: true });
   for (;;) {
     try {
       await mkdir(guard);
       break;
     } catch (err) {
+      // The lock's directory is removed with the last lock: make it again.
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+        await mkdir(dirname(lockPath), { recursive: true });
+        continue;
+      }
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       const age = Date.now() - ((await stat(guard).catch(() => undefined))?.mtimeMs ?? Date.now());
       if (age > guardStaleMs) await rmdir(guard).catch(() => {});
@@ -57,6 +63,8 @@ async function withGuard<T>(lockPath: string, fn: () => Promise<T>): Promise<T> 
     return await fn();
   } finally {
     await rmdir(guard).catch(() => {});
+    // Leave no empty directory behind once nobody holds the node (fails while a lock is there).
+    if (!existsSync(lockPath)) await rmdir(dirname(lockPath)).catch(() => {});
   }
 }
 

@@ -36,6 +36,7 @@ import {
   readSysctl,
   removeCgroup,
   run,
+  unixSocketsOf,
   unmountUnder,
   writeSysctl,
 } from "./host.ts";
@@ -447,12 +448,14 @@ export async function teardownNode(
   if (machineWide) await killAndWait(await pidsInCgroup(cgroupRoot));
   // 3. containerd, then the shims it started (they outlive it by design) and their children.
   for (const record of records.filter((r) => r.component === "containerd")) await stopProcess(record, 5000);
-  await killAndWait(
-    await findProcesses(
-      (argv) =>
-        argv[0]?.endsWith("containerd-shim-runc-v2") === true && argv.includes(paths.containerdSocket),
-    ),
+  const shims = await findProcesses(
+    (argv) => argv[0]?.endsWith("containerd-shim-runc-v2") === true && argv.includes(paths.containerdSocket),
   );
+  const shimSockets = await unixSocketsOf(shims);
+  await killAndWait(shims);
+  // A killed shim leaves its socket in /run/containerd/s (a path fixed by containerd).
+  for (const socket of shimSockets.filter((path) => path.startsWith("/run/containerd/")))
+    await rm(socket, { force: true });
   // 4. Mounts: rootfs overlays, shm, kubelet's volume tmpfs and its root bind mount.
   await unmountUnder([paths.root]);
   if (!machineWide) return problems;

@@ -15,6 +15,7 @@ import {
   MachineLockError,
   readLock,
   releaseMachineLock,
+  takerAlive,
 } from "../../../src/cluster/node/lock.ts";
 import {
   guardRules,
@@ -389,5 +390,41 @@ describe("real node certificates", () => {
     const plain = await generatePki();
     assert.doesNotMatch(text(plain.apiserver.certPem, "-ext", "subjectAltName"), /10\.77\.0\.1/);
     assert.equal(plain.realNode, undefined);
+  });
+});
+
+describe("machine lock reservations", () => {
+  const lockPath = () => join(scratchDir("lock"), "real-node.lock");
+  const noop = () => {};
+
+  it("outlive the node's own release, and end with their owner's", async () => {
+    const path = lockPath();
+    const reserve = { lockPath: path, dir: "/c/one", isAlive: async () => false, waitMs: 0, progress: noop };
+    await acquireMachineLock({ ...reserve, reserve: true });
+    // up in the same dir is re-entrant; its down lets go of the node, not of the reservation.
+    assert.equal((await acquireMachineLock(reserve)).takenOver, undefined);
+    await releaseMachineLock(path, "/c/one");
+    assert.equal((await readLock(path))?.reservedBy?.pid, process.pid);
+    await releaseMachineLock(path, "/c/one", { reservation: true });
+    assert.equal(await readLock(path), undefined);
+  });
+
+  it("count as a live holder while the reserving process runs", async () => {
+    const path = lockPath();
+    await acquireMachineLock({
+      lockPath: path,
+      dir: "/c/one",
+      isAlive: async () => false,
+      waitMs: 0,
+      progress: noop,
+      reserve: true,
+    });
+    const holder = await readLock(path);
+    assert.equal(
+      await takerAlive({ ...holder!, pid: 2 ** 22 + 1 }),
+      true,
+      "the taker is gone, the reserver is not",
+    );
+    assert.equal(await takerAlive({ ...holder!, pid: 2 ** 22 + 1, reservedBy: undefined }), false);
   });
 });
