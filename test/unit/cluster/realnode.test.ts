@@ -1,7 +1,7 @@
 // The real node's pure parts: configuration it renders, iptables plans, the image packer,
 // the machine lock and its certificates. The node itself is tested in test/integration/realnode.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -24,6 +24,11 @@ import {
   removalPlan,
 } from "../../../src/cluster/node/network.ts";
 import { normaliseEntries, packImage, tarArchive } from "../../../src/cluster/node/oci.ts";
+import {
+  aptInstall,
+  missingRequirements,
+  PrerequisiteError,
+} from "../../../src/cluster/node/prerequisites.ts";
 import {
   cniConfig,
   containerdConfig,
@@ -426,5 +431,62 @@ describe("machine lock reservations", () => {
       "the taker is gone, the reserver is not",
     );
     assert.equal(await takerAlive({ ...holder!, pid: 2 ** 22 + 1, reservedBy: undefined }), false);
+  });
+});
+
+describe("real node prerequisites", () => {
+  it("names each missing command with its Debian package", () => {
+    const path = process.env.PATH;
+    process.env.PATH = "/nonexistent";
+    try {
+      const missing = missingRequirements();
+      const containerd = missing.find((r) => r.path === "containerd");
+      assert.equal(containerd?.pkg, "containerd");
+      assert.ok(missing.some((r) => r.path === "nsenter" && r.pkg === "util-linux"));
+    } finally {
+      process.env.PATH = path;
+    }
+  });
+
+  it("says why when apt-get cannot install them (its own words, and what to run)", async () => {
+    const bin = scratchDir("fake-apt");
+    const log = join(bin, "calls");
+    writeFileSync(
+      join(bin, "apt-get"),
+      `#!/bin/sh\necho "$@" >> ${log}\necho "E: Unable to locate package $4" >&2\nexit 100\n`,
+      { mode: 0o755 },
+    );
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path}`;
+    try {
+      await assert.rejects(
+        aptInstall(["no-such-package"], () => {}),
+        (err: Error) => {
+          assert.ok(err instanceof PrerequisiteError);
+          assert.match(err.message, /apt-get could not install no-such-package \(exit 100\)/);
+          assert.match(err.message, /Unable to locate package/);
+          assert.match(err.message, /apt-get install -y no-such-package/);
+          return true;
+        },
+      );
+    } finally {
+      process.env.PATH = path;
+    }
+    // It refreshed the package lists once before giving up.
+    assert.match(execFileSync("cat", [log], { encoding: "utf8" }), /^install .*\nupdate .*\ninstall /);
+  });
+
+  it("is not supported without root, and says so", () => {
+    const script = `import { realNodeSupport } from ${JSON.stringify(new URL("../../../src/cluster/node/prerequisites.ts", import.meta.url).href)};
+console.log(JSON.stringify(await realNodeSupport()));`;
+    const result = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      uid: 65534,
+      gid: 65534,
+    });
+    assert.equal(result.status, 0, result.stderr);
+    const support = JSON.parse(result.stdout);
+    assert.equal(support.ok, false);
+    assert.match(support.reason, /needs root/);
   });
 });
