@@ -29,13 +29,18 @@ export const realNodeDefaults = {
 export const kwokTaint = { key: "kwok.x-k8s.io/node", value: "fake", effect: "NoSchedule" } as const;
 
 /**
- * Host paths that kubelet, containerd and CNI use whatever their configuration says. `up`
- * records which of them existed before, and `down` removes the ones the node created.
+ * Host paths that kubelet uses whatever its configuration says: `down` removes each one the
+ * node created (`up` records which existed before).
  */
-export const fixedHostPaths = [
-  "/var/lib/kubelet",
-  "/var/log/pods",
-  "/var/log/containers",
+export const kubeletHostPaths = ["/var/lib/kubelet", "/var/log/pods", "/var/log/containers"] as const;
+
+/**
+ * Directories where containerd and CNI put entries at fixed paths, and where other containerd
+ * instances on the machine (an image build, another tool) put theirs: `down` removes the
+ * node's entries (its shims' sockets, its pods' netns, its CNI results) and a directory only
+ * when the node created it and it is empty.
+ */
+export const sharedHostDirs = [
   "/run/containerd/s",
   "/run/containerd",
   "/var/lib/cni/results",
@@ -46,6 +51,11 @@ export const fixedHostPaths = [
   "/etc/cni",
   "/opt/cni",
 ] as const;
+
+export const fixedHostPaths = [...kubeletHostPaths, ...sharedHostDirs] as const;
+
+/** The CNI network's name: libcni names its cached results `<network>-<container>-<ifname>`. */
+export const cniNetworkName = "mlmodel";
 
 /**
  * Sysctls that kubelet (overcommit, panic), the CNI bridge plugin (ip_forward) and kube-proxy

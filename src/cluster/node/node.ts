@@ -12,7 +12,7 @@
  * it is what `down`, a failed `up` and the watchdog run.
  */
 import { existsSync } from "node:fs";
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, readlink, rm, rmdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { CoreV1Api, type KubeConfig, KubernetesObjectApi, type V1Node } from "@kubernetes/client-node";
 import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
@@ -20,11 +20,14 @@ import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil
 import type { NodeComponent } from "../versions.ts";
 import {
   cgroupRoot,
+  cniNetworkName,
   fixedHostPaths,
+  kubeletHostPaths,
   machineLockPath,
   type NodePaths,
   nodePaths,
   realNodeDefaults,
+  sharedHostDirs,
   touchedSysctls,
 } from "./config.ts";
 import {
@@ -475,17 +478,32 @@ export async function teardownNode(
   await killAndWait(await pidsInCgroup(cgroupRoot));
   const cgroupsLeft = await removeCgroup(cgroupRoot);
   if (cgroupsLeft.length) problems.push(`cgroups still busy: ${cgroupsLeft.join(", ")}`);
-  // 7. Fixed host paths the node created (deepest first), then the sysctls.
-  const preexisting = new Set(journal?.preexistingPaths ?? fixedHostPaths);
-  const created = fixedHostPaths.filter((path) => !preexisting.has(path)).sort((a, b) => b.length - a.length);
-  await unmountUnder(created);
-  for (const path of created) await rm(path, { recursive: true, force: true });
+  // 7. Fixed host paths: kubelet's, when the node made them; in shared ones, the node's entries.
+  const preexisting = new Set<string>(journal?.preexistingPaths ?? fixedHostPaths);
+  for (const path of kubeletHostPaths) {
+    if (preexisting.has(path)) continue;
+    await unmountUnder([path]);
+    await rm(path, { recursive: true, force: true });
+  }
+  if (preexisting.has("/var/log/containers")) await removeLinksInto("/var/log/containers", paths.root);
+  const results = await readdir("/var/lib/cni/results").catch(() => [] as string[]);
+  for (const name of results.filter((n) => n.startsWith(`${cniNetworkName}-`)))
+    await rm(join("/var/lib/cni/results", name), { force: true });
+  for (const dir of sharedHostDirs) if (!preexisting.has(dir)) await rmdir(dir).catch(() => {});
   for (const [name, value] of Object.entries(journal?.sysctls ?? {})) {
     if (value === undefined || (await readSysctl(name)) === value) continue;
     await writeSysctl(name, value).catch((err: Error) => problems.push(`sysctl ${name}: ${err.message}`));
   }
   await releaseMachineLock(machineLockPath, clusterDir);
   return problems;
+}
+
+/** Removes the symlinks in `dir` that point into `target` (kubelet's /var/log/containers links). */
+async function removeLinksInto(dir: string, target: string): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const link = await readlink(join(dir, name)).catch(() => "");
+    if (link.startsWith(`${target}/`)) await rm(join(dir, name), { force: true });
+  }
 }
 
 // --- health --------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
  */
 import { stringify } from "yaml";
 import { clusterNetwork } from "../network.ts";
-import { cgroupRoot, type NodePaths, realNodeDefaults } from "./config.ts";
+import { cgroupRoot, cniNetworkName, type NodePaths, realNodeDefaults } from "./config.ts";
 
 export interface NodePorts {
   kubelet: number;
@@ -97,7 +97,7 @@ export function cniConfig(layout: NodeLayout): string {
   return `${JSON.stringify(
     {
       cniVersion: "1.0.0",
-      name: "mlmodel",
+      name: cniNetworkName,
       plugins: [
         {
           type: "bridge",

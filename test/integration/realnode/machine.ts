@@ -4,14 +4,21 @@
  * ip6tables rules, nf_tables tables, cgroup directories in every hierarchy, the sysctls it
  * touches, and the fixed host paths kubelet, containerd and CNI use.
  *
- * Mounts are compared where the node could have made them (its dirs, the fixed paths, cgroup
- * and overlay/nsfs mounts): other engineers' builds on the same machine mount and unmount
- * chroots of their own meanwhile, which are none of the node's business.
+ * Other engineers' work shares the machine meanwhile (image builds mount chroots, image tests
+ * run a containerd of their own with shims, sockets, overlay mounts and cgroups), so each part
+ * is compared where the node could have changed it: mounts under its dir and the fixed paths,
+ * cgroups named like the node's, shim sockets that no live process holds, netns and CNI
+ * results of the node's network.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fixedHostPaths } from "../../../src/cluster/node/config.ts";
+import {
+  cgroupRoot,
+  cniNetworkName,
+  kubeletHostPaths,
+  sharedHostDirs,
+} from "../../../src/cluster/node/config.ts";
 import { parseMountInfo } from "../../../src/cluster/node/host.ts";
 
 const nodeSysctls = [
@@ -32,10 +39,6 @@ const nodeSysctls = [
   "net.netfilter.nf_conntrack_tcp_timeout_close_wait",
 ];
 
-/** Executables of the node: none may run before `up` or after `down`. */
-const nodeExecutables =
-  /(^|\/)(containerd|containerd-shim-runc-v2|kubelet|kube-proxy|local-path-provisioner|pause|runc)$/;
-
 const sh = (command: string, args: string[]) => {
   try {
     return execFileSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
@@ -44,13 +47,19 @@ const sh = (command: string, args: string[]) => {
   }
 };
 
+/**
+ * Processes of this node: those whose arguments name its dir (containerd, kubelet, kube-proxy,
+ * the provisioner, containerd's shims through its socket) and those in its cgroup (pods).
+ * Other engineers' containerd instances on the same machine are none of its business.
+ */
 function nodeProcesses(clusterDir: string): string[] {
   const found: string[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").filter(Boolean);
-      if (argv.length && (nodeExecutables.test(argv[0]!) || argv.some((a) => a.includes(clusterDir))))
+      const cgroups = readFileSync(`/proc/${entry}/cgroup`, "utf8");
+      if (argv.some((a) => a.includes(clusterDir)) || cgroups.includes(`/${cgroupRoot}/`))
         found.push(argv.join(" "));
     } catch {
       // Ended while we looked.
@@ -60,17 +69,15 @@ function nodeProcesses(clusterDir: string): string[] {
 }
 
 function relevantMounts(clusterDir: string): string[] {
-  const prefixes = [clusterDir, ...fixedHostPaths, "/sys/fs/cgroup"];
+  const prefixes = [clusterDir, ...kubeletHostPaths, ...sharedHostDirs, "/sys/fs/cgroup"];
   return parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8"))
-    .filter(
-      (m) =>
-        prefixes.some((p) => m.mountPoint === p || m.mountPoint.startsWith(`${p}/`)) ||
-        m.fsType === "overlay" ||
-        m.fsType === "nsfs",
-    )
+    .filter((m) => prefixes.some((p) => m.mountPoint === p || m.mountPoint.startsWith(`${p}/`)))
     .map((m) => `${m.mountPoint} ${m.fsType} ${m.source}`)
     .sort();
 }
+
+/** Cgroups kubelet and runc make for pods: under the node's root (or kubelet's default one). */
+const nodeCgroup = new RegExp(`/(${cgroupRoot}|kubepods)(/|$)`);
 
 function cgroupDirs(): string[] {
   const hierarchies = parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8"))
@@ -82,8 +89,30 @@ function cgroupDirs(): string[] {
     for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name));
   };
   for (const h of hierarchies) walk(h);
-  return dirs.sort();
+  return dirs.filter((dir) => nodeCgroup.test(dir)).sort();
 }
+
+/** Sockets in a directory that no live process has bound (what a killed shim leaves). */
+function orphanedSockets(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  const bound = new Set(
+    readFileSync("/proc/net/unix", "utf8")
+      .split("\n")
+      .map((line) => line.trim().split(/\s+/)[7])
+      .filter(Boolean),
+  );
+  return readdirSync(dir)
+    .map((name) => join(dir, name))
+    .filter((path) => !bound.has(path))
+    .sort();
+}
+
+const entries = (dir: string, pattern: RegExp) =>
+  existsSync(dir)
+    ? readdirSync(dir)
+        .filter((name) => pattern.test(name))
+        .sort()
+    : [];
 
 /** iptables-save without comments and packet counters, which change with any traffic. */
 const rules = (text: string) =>
@@ -125,7 +154,13 @@ export function snapshotMachine(clusterDir: string): MachineState {
     }
   }
   const fixedPaths: Record<string, string[]> = {};
-  for (const path of fixedHostPaths) fixedPaths[path] = listing(path);
+  for (const path of kubeletHostPaths) fixedPaths[path] = listing(path);
+  fixedPaths["/run/containerd/s (orphaned sockets)"] = orphanedSockets("/run/containerd/s");
+  fixedPaths["/run/netns (pods' netns)"] = entries("/run/netns", /^cni-/);
+  fixedPaths["/var/lib/cni/results (the node's network)"] = entries(
+    "/var/lib/cni/results",
+    new RegExp(`^${cniNetworkName}-`),
+  );
   return {
     processes: nodeProcesses(clusterDir),
     mounts: relevantMounts(clusterDir),
