@@ -8,10 +8,12 @@ import https from "node:https";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { type CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { fakeNode } from "../../../src/cluster/bootstrap.ts";
 import {
   type ClusterState,
   down,
   ensureBinaries,
+  kwokTaint,
   loadImage,
   nodePaths,
   packImage,
@@ -94,6 +96,49 @@ describe("a real node", { skip }, () => {
       assert.ok(components.includes(`${component}:true`), `${component} healthy in ${components.join(" ")}`);
     // No kwok nodes beside a real node unless asked for: every pod lands on the real node.
     assert.equal((await core.listNode()).items.length, 1);
+  });
+
+  it("keeps pods off tainted kwok nodes beside it, unless they tolerate the taint", async () => {
+    const ns = await namespace();
+    // A kwok node as `up --real-node --nodes 1` makes it: tainted, managed by kwok.
+    const fake = fakeNode(7, kwokTaint);
+    await core.createNode({ body: fake });
+    try {
+      await waitFor("kwok to make its node Ready", async () => {
+        const node = await core.readNode({ name: fake.metadata!.name! });
+        return node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+      });
+      for (let i = 0; i < 4; i++) await createPod(ns, busyboxPod(`plain-${i}`, busybox, "sleep 3600"));
+      const toleration = {
+        key: kwokTaint.key,
+        operator: "Equal",
+        value: kwokTaint.value,
+        effect: kwokTaint.effect,
+      };
+      await createPod(ns, {
+        ...busyboxPod("for-kwok", "simulate-nothing-real", "true"),
+        spec: {
+          tolerations: [toleration],
+          nodeSelector: { type: "kwok" },
+          containers: [{ name: "main", image: "an-image-that-exists-nowhere" }],
+        },
+      });
+      for (let i = 0; i < 4; i++) {
+        const pod = await waitForPod(core, ns, `plain-${i}`, "Running", (p) => p.status?.phase === "Running");
+        assert.equal(pod.spec?.nodeName, state.realNode!.nodeName);
+      }
+      const onKwok = await waitForPod(
+        core,
+        ns,
+        "for-kwok",
+        "Running (kwok's)",
+        (p) => p.status?.phase === "Running",
+      );
+      assert.equal(onKwok.spec?.nodeName, fake.metadata!.name);
+    } finally {
+      await core.deleteNamespace({ name: ns });
+      await core.deleteNode({ name: fake.metadata!.name! });
+    }
   });
 
   it("secures the kubelet API: no anonymous access, authorization by the API server", async () => {
