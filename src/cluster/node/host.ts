@@ -87,6 +87,8 @@ export interface Mount {
   mountPoint: string;
   fsType: string;
   source: string;
+  /** Per-mount options (rw, ro, nosuid...). */
+  options: string;
 }
 
 /** Decodes the octal escapes (\040 for a space...) of /proc/self/mountinfo. */
@@ -101,7 +103,12 @@ export function parseMountInfo(text: string): Mount[] {
     const fields = before?.split(" ") ?? [];
     const [fsType, source] = after?.split(" ") ?? [];
     if (fields[4] && fsType)
-      mounts.push({ mountPoint: unescapeMountPath(fields[4]), fsType, source: source ?? "" });
+      mounts.push({
+        mountPoint: unescapeMountPath(fields[4]),
+        fsType,
+        source: source ?? "",
+        options: fields[5] ?? "",
+      });
   }
   return mounts;
 }

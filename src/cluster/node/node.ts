@@ -358,6 +358,15 @@ export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo
     return record;
   };
 
+  /** Waits for a component's health endpoint (the one `cluster status` probes) to answer 200. */
+  const untilHealthy = (record: ProcessRecord<NodeComponent>) =>
+    waitUntil(
+      record,
+      "healthy",
+      async () => (await probe({ url: nodeHealthUrl(journal, record.component) ?? "" })).code === 200,
+      60_000,
+    );
+
   const containerd = await start("containerd", "containerd", ["--config", paths.containerdConfig]);
   await waitUntil(
     containerd,
@@ -380,13 +389,7 @@ export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo
   const core = options.kubeConfig.makeApiClient(CoreV1Api);
   const kubeletStarted = Date.now();
   const kubelet = await start("kubelet", options.binaries.kubelet, kubeletArgs(layout));
-  await waitUntil(
-    kubelet,
-    "healthy",
-    async () =>
-      (await probe({ url: `http://127.0.0.1:${journal.ports.kubeletHealthz}/healthz` })).code === 200,
-    60_000,
-  );
+  await untilHealthy(kubelet);
   await waitUntil(
     kubelet,
     `registering node ${journal.nodeName} as Ready`,
@@ -398,14 +401,7 @@ export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo
     `kubelet is up; node ${journal.nodeName} (${journal.nodeIp}) Ready in ${readySeconds.toFixed(1)}s`,
   );
 
-  const kubeProxy = await start("kube-proxy", options.binaries["kube-proxy"], kubeProxyArgs(layout));
-  await waitUntil(
-    kubeProxy,
-    "healthy",
-    async () =>
-      (await probe({ url: `http://127.0.0.1:${journal.ports.kubeProxyHealthz}/healthz` })).code === 200,
-    60_000,
-  );
+  await untilHealthy(await start("kube-proxy", options.binaries["kube-proxy"], kubeProxyArgs(layout)));
   await start(
     "local-path-provisioner",
     options.binaries["local-path-provisioner"],

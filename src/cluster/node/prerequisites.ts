@@ -5,7 +5,7 @@
  * modules and cached) and its two images (pause, busybox).
  */
 import { existsSync } from "node:fs";
-import { mkdir, readFile, rmdir } from "node:fs/promises";
+import { access, constants, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   ensureNodeBinaries,
@@ -13,7 +13,7 @@ import {
   nodeBinariesAvailable,
   type ProgressFn,
 } from "../binaries.ts";
-import { cgroupHierarchies, run } from "./host.ts";
+import { listMounts, run } from "./host.ts";
 import { ensureNodeImages, type NodeImages } from "./images.ts";
 
 /** A command (or file) the node needs, and the Debian package that provides it. */
@@ -73,27 +73,27 @@ export async function kernelProblems(): Promise<string[]> {
     problems.push(
       "the kernel has no overlayfs (containerd's snapshotter needs it): /proc/filesystems lacks overlay",
     );
-  const hierarchies = await cgroupHierarchies();
+  // Read-only checks: another run's snapshot of the machine may be watching (no probe cgroup
+  // or bridge is made and removed here).
+  const mounts = await listMounts();
+  const hierarchies = mounts.filter((m) => m.fsType === "cgroup" || m.fsType === "cgroup2");
   if (hierarchies.length === 0) problems.push("no cgroup filesystem is mounted under /sys/fs/cgroup");
-  for (const hierarchy of hierarchies) {
-    const probe = join(hierarchy, `mlmodel-probe-${process.pid}`);
-    try {
-      await mkdir(probe);
-      await rmdir(probe);
-    } catch (err) {
+  for (const { mountPoint, options } of hierarchies) {
+    const writable =
+      !options.split(",").includes("ro") &&
+      (await access(mountPoint, constants.W_OK).then(
+        () => true,
+        () => false,
+      ));
+    if (!writable)
       problems.push(
-        `cannot create a cgroup in ${hierarchy} (${(err as NodeJS.ErrnoException).code}): kubelet needs write access to every cgroup hierarchy`,
+        `the cgroup hierarchy ${mountPoint} is read-only: kubelet needs write access to every cgroup hierarchy`,
       );
-    }
   }
   if (!existsSync("/proc/self/ns/net")) problems.push("the kernel has no network namespaces");
-  if (found("ip")) {
-    const name = `mlprobe${process.pid % 100000}`;
-    const added = await run("ip", ["link", "add", name, "type", "bridge"]);
-    if (added.code !== 0)
-      problems.push(`cannot create a bridge (\`ip link add ... type bridge\`: ${added.stderr.trim()})`);
-    else await run("ip", ["link", "del", name]);
-  }
+  const release = (await readFile("/proc/sys/kernel/osrelease", "utf8").catch(() => "")).trim();
+  if (!existsSync("/sys/module/bridge") && !existsSync(`/lib/modules/${release}/kernel/net/bridge`))
+    problems.push("the kernel has no bridge support (neither built in nor as a module)");
   return problems;
 }
 

@@ -4,7 +4,7 @@
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig, type V1Container, type V1Pod, type V1PodSpec } from "@kubernetes/client-node";
 import { ensureBinaries, realNodeSupport } from "../../../src/cluster/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
 
@@ -67,12 +67,17 @@ export const isReady = (pod: V1Pod) =>
   pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
 export const isFinished = (pod: V1Pod) => pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
 
-/** A pod of the busybox image on the real node, running `script` with sh. */
+/** A pod of one container (image never pulled) on the real node, running `script` with sh. */
 export function busyboxPod(
   name: string,
   image: string,
-  script: string,
-  extra: { labels?: Record<string, string>; restartPolicy?: string; spec?: Partial<V1Pod["spec"]> } = {},
+  script: string | string[],
+  extra: {
+    labels?: Record<string, string>;
+    restartPolicy?: string;
+    container?: Partial<V1Container>;
+    spec?: Partial<V1PodSpec>;
+  } = {},
 ): V1Pod {
   return {
     apiVersion: "v1",
@@ -81,7 +86,15 @@ export function busyboxPod(
     spec: {
       restartPolicy: extra.restartPolicy ?? "Never",
       terminationGracePeriodSeconds: 1,
-      containers: [{ name: "main", image, imagePullPolicy: "Never", command: ["sh", "-c", script] }],
+      containers: [
+        {
+          name: "main",
+          image,
+          imagePullPolicy: "Never",
+          command: typeof script === "string" ? ["sh", "-c", script] : script,
+          ...extra.container,
+        },
+      ],
       ...extra.spec,
     },
   };

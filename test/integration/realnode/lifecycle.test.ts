@@ -48,19 +48,11 @@ async function exercise(state: ClusterState): Promise<void> {
     body: busyboxPod("web", image, script, {
       labels: { app: "web" },
       restartPolicy: "Always",
-      spec: {
-        containers: [
-          {
-            name: "main",
-            image,
-            imagePullPolicy: "Never",
-            command: ["sh", "-c", script],
-            readinessProbe: { httpGet: { path: "/", port: 8080 }, periodSeconds: 1 },
-            volumeMounts: [{ name: "data", mountPath: "/data" }],
-          },
-        ],
-        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "data" } }],
+      container: {
+        readinessProbe: { httpGet: { path: "/", port: 8080 }, periodSeconds: 1 },
+        volumeMounts: [{ name: "data", mountPath: "/data" }],
       },
+      spec: { volumes: [{ name: "data", persistentVolumeClaim: { claimName: "data" } }] },
     }),
   });
   const service = await core.createNamespacedService({
@@ -79,13 +71,29 @@ async function exercise(state: ClusterState): Promise<void> {
   });
 }
 
-/** The differences between two snapshots, by part, for a readable failure. */
+/** The differences between two snapshots, item by item, for a readable failure. */
 function differences(before: MachineState, after: MachineState): string[] {
-  return (Object.keys(before) as (keyof MachineState)[])
-    .filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]))
-    .map(
-      (key) => `${key}:\n  before: ${JSON.stringify(before[key])}\n  after:  ${JSON.stringify(after[key])}`,
-    );
+  const out: string[] = [];
+  for (const key of Object.keys(before) as (keyof MachineState)[]) {
+    const [a, b] = [before[key], after[key]];
+    if (JSON.stringify(a) === JSON.stringify(b)) continue;
+    if (typeof a === "string" || typeof b === "string") {
+      const [linesA, linesB] = [String(a).split("\n"), String(b).split("\n")];
+      const gone = linesA.filter((l) => !linesB.includes(l));
+      const added = linesB.filter((l) => !linesA.includes(l));
+      out.push(`${key}: - ${JSON.stringify(gone)} + ${JSON.stringify(added)}`);
+    } else if (Array.isArray(a) && Array.isArray(b)) {
+      out.push(
+        `${key}: - ${JSON.stringify(a.filter((x) => !b.includes(x)))} + ${JSON.stringify(b.filter((x) => !a.includes(x)))}`,
+      );
+    } else {
+      const [ra, rb] = [a as Record<string, unknown>, b as Record<string, unknown>];
+      for (const item of new Set([...Object.keys(ra), ...Object.keys(rb)]))
+        if (JSON.stringify(ra[item]) !== JSON.stringify(rb[item]))
+          out.push(`${key} ${item}: ${JSON.stringify(ra[item])} -> ${JSON.stringify(rb[item])}`);
+    }
+  }
+  return out;
 }
 
 async function assertMachineAsBefore(dir: string, before: MachineState): Promise<void> {

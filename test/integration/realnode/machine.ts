@@ -11,7 +11,7 @@
  * results of the node's network.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { type Dirent, existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   cgroupRoot,
@@ -21,23 +21,37 @@ import {
 } from "../../../src/cluster/node/config.ts";
 import { parseMountInfo } from "../../../src/cluster/node/host.ts";
 
-const nodeSysctls = [
-  "vm.overcommit_memory",
-  "vm.panic_on_oom",
-  "kernel.panic",
-  "kernel.panic_on_oops",
-  "kernel.keys.root_maxkeys",
-  "kernel.keys.root_maxbytes",
-  "net.ipv4.ip_forward",
-  "net.ipv4.conf.all.forwarding",
-  "net.ipv4.conf.all.route_localnet",
-  "net.ipv6.conf.all.forwarding",
-  "net.bridge.bridge-nf-call-iptables",
-  "net.bridge.bridge-nf-call-ip6tables",
-  "net.netfilter.nf_conntrack_max",
-  "net.netfilter.nf_conntrack_tcp_timeout_established",
-  "net.netfilter.nf_conntrack_tcp_timeout_close_wait",
-];
+/** Sysctls that change by themselves (counters, random values): everything else is compared. */
+const volatileSysctl =
+  /^(fs\.(inode-state|inode-nr|dentry-state|file-nr|aio-nr|quota\.)|kernel\.(random\.|ns_last_pid|pty\.nr|hung_task_detect_count)|net\.netfilter\.nf_conntrack_count)/;
+
+/** Every sysctl of the machine, not only the ones the node is known to touch. */
+function allSysctls(): Record<string, string> {
+  const values: Record<string, string> = {};
+  // Entries of links that come and go meanwhile (another run's pods) vanish as we read them.
+  const walk = (dir: string) => {
+    let entries: Dirent[] = [];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      const name = path.slice("/proc/sys/".length).replaceAll("/", ".");
+      if (entry.isDirectory()) walk(path);
+      else if (!volatileSysctl.test(name)) {
+        try {
+          values[name] = readFileSync(path, "utf8").trim();
+        } catch {
+          // Write-only, unreadable, or gone.
+        }
+      }
+    }
+  };
+  walk("/proc/sys");
+  return values;
+}
 
 const sh = (command: string, args: string[]) => {
   try {
@@ -145,14 +159,6 @@ export interface MachineState {
 }
 
 export function snapshotMachine(clusterDir: string): MachineState {
-  const sysctls: Record<string, string> = {};
-  for (const name of nodeSysctls) {
-    try {
-      sysctls[name] = readFileSync(join("/proc/sys", ...name.split(".")), "utf8").trim();
-    } catch {
-      sysctls[name] = "(absent)";
-    }
-  }
   const fixedPaths: Record<string, string[]> = {};
   for (const path of kubeletHostPaths) fixedPaths[path] = listing(path);
   fixedPaths["/run/containerd/s (orphaned sockets)"] = orphanedSockets("/run/containerd/s");
@@ -180,7 +186,7 @@ export function snapshotMachine(clusterDir: string): MachineState {
     ip6tables: rules(sh("ip6tables-save", [])),
     nftTables: sh("nft", ["list", "tables"]),
     cgroups: cgroupDirs(),
-    sysctls,
+    sysctls: allSysctls(),
     fixedPaths,
   };
 }

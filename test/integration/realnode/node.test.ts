@@ -115,14 +115,12 @@ describe("a real node", { skip }, () => {
         value: kwokTaint.value,
         effect: kwokTaint.effect,
       };
-      await createPod(ns, {
-        ...busyboxPod("for-kwok", "simulate-nothing-real", "true"),
-        spec: {
-          tolerations: [toleration],
-          nodeSelector: { type: "kwok" },
-          containers: [{ name: "main", image: "an-image-that-exists-nowhere" }],
-        },
-      });
+      await createPod(
+        ns,
+        busyboxPod("for-kwok", "an-image-that-exists-nowhere", "true", {
+          spec: { tolerations: [toleration], nodeSelector: { type: "kwok" } },
+        }),
+      );
       for (let i = 0; i < 4; i++) {
         const pod = await waitForPod(core, ns, `plain-${i}`, "Running", (p) => p.status?.phase === "Running");
         assert.equal(pod.spec?.nodeName, state.realNode!.nodeName);
@@ -184,17 +182,7 @@ describe("a real node", { skip }, () => {
     const web = busyboxPod("web", busybox, script, {
       labels: { app: "web" },
       restartPolicy: "Always",
-      spec: {
-        containers: [
-          {
-            name: "main",
-            image: busybox,
-            imagePullPolicy: "Never",
-            command: ["sh", "-c", script],
-            readinessProbe: { httpGet: { path: "/", port: 8080 }, periodSeconds: 1 },
-          },
-        ],
-      },
+      container: { readinessProbe: { httpGet: { path: "/", port: 8080 }, periodSeconds: 1 } },
     });
     await createPod(ns, web);
     const service = await core.createNamespacedService({
@@ -294,22 +282,16 @@ describe("a real node", { skip }, () => {
     });
     writeFileSync(archive, image.archive);
     assert.deepEqual(await loadImage(dir, archive), ["mlmodel.local/kubectl-test:1"]);
-    await createPod(ns, {
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name: "whoami" },
-      spec: {
-        restartPolicy: "Never",
-        containers: [
-          {
-            name: "main",
-            image: "mlmodel.local/kubectl-test:1",
-            imagePullPolicy: "Never",
-            args: ["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
-          },
-        ],
-      },
-    });
+    await createPod(
+      ns,
+      busyboxPod("whoami", "mlmodel.local/kubectl-test:1", [
+        "/kubectl",
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+      ]),
+    );
     const pod = await waitForPod(core, ns, "whoami", "finished", isFinished);
     assert.equal(pod.status?.phase, "Succeeded", await logs(ns, "whoami"));
     assert.equal(await logs(ns, "whoami"), `system:serviceaccount:${ns}:default`);
@@ -326,18 +308,8 @@ describe("a real node", { skip }, () => {
     });
     const withClaim = (name: string, script: string) =>
       busyboxPod(name, busybox, script, {
-        spec: {
-          containers: [
-            {
-              name: "main",
-              image: busybox,
-              imagePullPolicy: "Never",
-              command: ["sh", "-c", script],
-              volumeMounts: [{ name: "data", mountPath: "/data" }],
-            },
-          ],
-          volumes: [{ name: "data", persistentVolumeClaim: { claimName: "data" } }],
-        },
+        container: { volumeMounts: [{ name: "data", mountPath: "/data" }] },
+        spec: { volumes: [{ name: "data", persistentVolumeClaim: { claimName: "data" } }] },
       });
     await createPod(ns, withClaim("writer", "echo written-by-writer > /data/file"));
     assert.equal((await waitForPod(core, ns, "writer", "finished", isFinished)).status?.phase, "Succeeded");
@@ -370,22 +342,13 @@ describe("a real node", { skip }, () => {
 
   it("OOM-kills a container that outgrows its memory limit", async () => {
     const ns = await namespace();
-    await createPod(ns, {
-      ...busyboxPod("hog", busybox, "tail /dev/zero"),
-      spec: {
-        restartPolicy: "Never",
-        containers: [
-          {
-            name: "main",
-            image: busybox,
-            imagePullPolicy: "Never",
-            // tail keeps a line in memory until its newline, and /dev/zero has none.
-            command: ["tail", "/dev/zero"],
-            resources: { limits: { memory: "32Mi" } },
-          },
-        ],
-      },
-    });
+    // tail keeps a line in memory until its newline, and /dev/zero has none.
+    await createPod(
+      ns,
+      busyboxPod("hog", busybox, ["tail", "/dev/zero"], {
+        container: { resources: { limits: { memory: "32Mi" } } },
+      }),
+    );
     const pod = await waitForPod(core, ns, "hog", "terminated", (p) =>
       Boolean(p.status?.containerStatuses?.[0]?.state?.terminated),
     );
@@ -398,33 +361,26 @@ describe("a real node", { skip }, () => {
     const ns = await namespace("restricted");
     const script =
       "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; touch /x 2>/dev/null || echo read-only-root";
-    await createPod(ns, {
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name: "confined" },
-      spec: {
-        restartPolicy: "Never",
-        securityContext: {
-          runAsNonRoot: true,
-          runAsUser: 65534,
-          runAsGroup: 65534,
-          seccompProfile: { type: "RuntimeDefault" },
-        },
-        containers: [
-          {
-            name: "main",
-            image: busybox,
-            imagePullPolicy: "Never",
-            command: ["sh", "-c", script],
-            securityContext: {
-              allowPrivilegeEscalation: false,
-              capabilities: { drop: ["ALL"] },
-              readOnlyRootFilesystem: true,
-            },
+    await createPod(
+      ns,
+      busyboxPod("confined", busybox, script, {
+        container: {
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ["ALL"] },
+            readOnlyRootFilesystem: true,
           },
-        ],
-      },
-    });
+        },
+        spec: {
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: 65534,
+            runAsGroup: 65534,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
+        },
+      }),
+    );
     const pod = await waitForPod(core, ns, "confined", "finished", isFinished);
     assert.equal(pod.status?.phase, "Succeeded");
     const output = await logs(ns, "confined");

@@ -209,10 +209,10 @@ COMMIT
         "40 36 0:33 / /run/netns/cni-1 rw shared:5 - nsfs nsfs rw\n",
     );
     assert.deepEqual(
-      mounts.map((m) => [m.mountPoint, m.fsType]),
+      mounts.map((m) => [m.mountPoint, m.fsType, m.options]),
       [
-        ["/mnt/with space", "ext3"],
-        ["/run/netns/cni-1", "nsfs"],
+        ["/mnt/with space", "ext3", "rw,noatime"],
+        ["/run/netns/cni-1", "nsfs", "rw"],
       ],
     );
   });
@@ -273,74 +273,48 @@ describe("OCI image packer", () => {
   });
 });
 
-describe("machine lock", () => {
-  const lockPath = () => join(scratchDir("lock"), "real-node.lock");
-  const noop = () => {};
+const lockPath = () => join(scratchDir("lock"), "real-node.lock");
+const noop = () => {};
+/** Options for a lock at `path` held for `dir`, whose other holders are (not) alive. */
+const lockOptions = (path: string, dir: string, othersAlive: boolean, extra: { reserve?: boolean } = {}) => ({
+  lockPath: path,
+  dir,
+  isAlive: async () => othersAlive,
+  waitMs: 0,
+  progress: noop,
+  ...extra,
+});
 
+describe("machine lock", () => {
   it("refuses a live holder, naming its dir and how to wait", async () => {
     const path = lockPath();
-    await acquireMachineLock({
-      lockPath: path,
-      dir: "/c/one",
-      isAlive: async () => true,
-      waitMs: 0,
-      progress: noop,
+    await acquireMachineLock(lockOptions(path, "/c/one", true));
+    await assert.rejects(acquireMachineLock(lockOptions(path, "/c/two", true)), (err: Error) => {
+      assert.ok(err instanceof MachineLockError);
+      assert.match(err.message, /held by the cluster in \/c\/one/);
+      assert.match(err.message, /mlmodel cluster down --dir \/c\/one/);
+      assert.match(err.message, /--node-wait/);
+      return true;
     });
-    await assert.rejects(
-      acquireMachineLock({
-        lockPath: path,
-        dir: "/c/two",
-        isAlive: async () => true,
-        waitMs: 0,
-        progress: noop,
-      }),
-      (err: Error) => {
-        assert.ok(err instanceof MachineLockError);
-        assert.match(err.message, /held by the cluster in \/c\/one/);
-        assert.match(err.message, /mlmodel cluster down --dir \/c\/one/);
-        assert.match(err.message, /--node-wait/);
-        return true;
-      },
-    );
   });
 
   it("takes over from a dead holder and says so", async () => {
     const path = lockPath();
-    await acquireMachineLock({
-      lockPath: path,
-      dir: "/c/one",
-      isAlive: async () => true,
-      waitMs: 0,
-      progress: noop,
-    });
-    const result = await acquireMachineLock({
-      lockPath: path,
-      dir: "/c/two",
-      isAlive: async () => false,
-      waitMs: 0,
-      progress: noop,
-    });
+    await acquireMachineLock(lockOptions(path, "/c/one", true));
+    const result = await acquireMachineLock(lockOptions(path, "/c/two", false));
     assert.equal(result.takenOver?.dir, "/c/one");
     assert.equal((await readLock(path))?.dir, "/c/two");
   });
 
   it("waits for a holder that lets go, with a visible message", async () => {
     const path = lockPath();
-    await acquireMachineLock({
-      lockPath: path,
-      dir: "/c/one",
-      isAlive: async () => true,
-      waitMs: 0,
-      progress: noop,
-    });
+    await acquireMachineLock(lockOptions(path, "/c/one", true));
     const messages: string[] = [];
     setTimeout(() => void releaseMachineLock(path, "/c/one"), 1500);
     const result = await acquireMachineLock({
-      lockPath: path,
-      dir: "/c/two",
-      isAlive: async () => true,
+      ...lockOptions(path, "/c/two", true),
       waitMs: 60_000,
-      progress: (line) => messages.push(line),
+      progress: (line: string) => messages.push(line),
     });
     assert.equal(result.takenOver, undefined);
     assert.equal((await readLock(path))?.dir, "/c/two");
@@ -350,13 +324,7 @@ describe("machine lock", () => {
 
   it("is released only by the dir that holds it", async () => {
     const path = lockPath();
-    await acquireMachineLock({
-      lockPath: path,
-      dir: "/c/one",
-      isAlive: async () => true,
-      waitMs: 0,
-      progress: noop,
-    });
+    await acquireMachineLock(lockOptions(path, "/c/one", true));
     await releaseMachineLock(path, "/c/two");
     assert.equal((await readLock(path))?.dir, "/c/one");
     await releaseMachineLock(path, "/c/one");
@@ -399,15 +367,11 @@ describe("real node certificates", () => {
 });
 
 describe("machine lock reservations", () => {
-  const lockPath = () => join(scratchDir("lock"), "real-node.lock");
-  const noop = () => {};
-
   it("outlive the node's own release, and end with their owner's", async () => {
     const path = lockPath();
-    const reserve = { lockPath: path, dir: "/c/one", isAlive: async () => false, waitMs: 0, progress: noop };
-    await acquireMachineLock({ ...reserve, reserve: true });
+    await acquireMachineLock(lockOptions(path, "/c/one", false, { reserve: true }));
     // up in the same dir is re-entrant; its down lets go of the node, not of the reservation.
-    assert.equal((await acquireMachineLock(reserve)).takenOver, undefined);
+    assert.equal((await acquireMachineLock(lockOptions(path, "/c/one", false))).takenOver, undefined);
     await releaseMachineLock(path, "/c/one");
     assert.equal((await readLock(path))?.reservedBy?.pid, process.pid);
     await releaseMachineLock(path, "/c/one", { reservation: true });
@@ -416,14 +380,7 @@ describe("machine lock reservations", () => {
 
   it("count as a live holder while the reserving process runs", async () => {
     const path = lockPath();
-    await acquireMachineLock({
-      lockPath: path,
-      dir: "/c/one",
-      isAlive: async () => false,
-      waitMs: 0,
-      progress: noop,
-      reserve: true,
-    });
+    await acquireMachineLock(lockOptions(path, "/c/one", false, { reserve: true }));
     const holder = await readLock(path);
     assert.equal(
       await takerAlive({ ...holder!, pid: 2 ** 22 + 1 }),
