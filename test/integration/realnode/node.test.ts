@@ -175,6 +175,51 @@ describe("a real node", { skip }, () => {
     );
   });
 
+  it("admits only loopback and the bridge to the API server and the node's address", async () => {
+    // An "outside" of our own: a network namespace joined to the host by a veth pair.
+    const { execFileSync } = await import("node:child_process");
+    const { createServer } = await import("node:net");
+    const ns = `mlguard${process.pid % 100000}`;
+    const [hostEnd, nsEnd] = [`${ns}h`, `${ns}n`];
+    const sh = (...args: string[]) => execFileSync("ip", args, { stdio: "pipe" });
+    const control = createServer((socket) => socket.end("control\n"));
+    try {
+      sh("netns", "add", ns);
+      sh("link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd, "netns", ns);
+      sh("addr", "add", "10.78.0.1/30", "dev", hostEnd);
+      sh("link", "set", hostEnd, "up");
+      sh("-n", ns, "addr", "add", "10.78.0.2/30", "dev", nsEnd);
+      sh("-n", ns, "link", "set", nsEnd, "up");
+      sh("-n", ns, "route", "add", "10.77.0.0/24", "via", "10.78.0.1");
+      await new Promise<void>((resolve) => control.listen(0, "10.78.0.1", resolve));
+      const connect = (host: string, port: number) =>
+        execFileSync(
+          "ip",
+          [
+            "netns",
+            "exec",
+            ns,
+            process.execPath,
+            "-e",
+            `const s = require("node:net").connect(${port}, ${JSON.stringify(host)}, () => { console.log("connected"); process.exit(0); });
+             s.on("error", (e) => { console.log(e.code); process.exit(0); });
+             setTimeout(() => { console.log("timeout"); process.exit(0); }, 2000);`,
+          ],
+          { encoding: "utf8" },
+        ).trim();
+      const apiserverPort = state.ports.apiserver;
+      // The path works (an unguarded port answers) ...
+      assert.equal(connect("10.78.0.1", (control.address() as { port: number }).port), "connected");
+      // ... but the API server does not, at any address, nor anything at the node's address.
+      assert.equal(connect("10.78.0.1", apiserverPort), "timeout");
+      assert.equal(connect(state.realNode!.nodeIp, apiserverPort), "timeout");
+    } finally {
+      control.close();
+      execFileSync("ip", ["link", "del", hostEnd], { stdio: "ignore" });
+      execFileSync("ip", ["netns", "del", ns], { stdio: "ignore" });
+    }
+  });
+
   it("runs a pod whose IP and ClusterIP answer from the host and from another pod", async () => {
     const ns = await namespace();
     const script =
