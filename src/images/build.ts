@@ -14,9 +14,9 @@ import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { withBuildLock } from "../cluster/binaries.ts";
 import { binaryCacheDir } from "../cluster/paths.ts";
 import { sha256OfFile } from "../downloader/digest.ts";
-import { withBuildLock } from "../cluster/binaries.ts";
 import {
   blobPath,
   dockerManifest,
