@@ -32,6 +32,7 @@ import {
 import {
   cniConfig,
   containerdConfig,
+  containerdEnvironment,
   kubeletConfig,
   kubeProxyConfig,
   type NodeLayout,
@@ -75,6 +76,22 @@ describe("real node configuration", () => {
     assert.match(toml, /stream_server_address = "127.0.0.1"/);
     // Nothing of it under the system containerd's paths.
     assert.doesNotMatch(toml, /\/var\/lib\/containerd|"\/run\/containerd\/containerd.sock"/);
+  });
+
+  it("sends every image pull of its containerd to a refusing loopback proxy, whatever proxy the user set", () => {
+    const env = containerdEnvironment({
+      PATH: "/usr/bin",
+      HTTPS_PROXY: "http://corp-proxy:3128",
+      no_proxy: "*",
+      NO_PROXY: "registry.example.com",
+      all_proxy: "socks5://x",
+    });
+    assert.equal(env.PATH, "/usr/bin");
+    for (const name of ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"])
+      assert.equal(env[name], "http://127.0.0.1:1", name);
+    // An exception list would let a pull through to the network: none is left.
+    for (const name of ["NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"])
+      assert.equal(env[name], undefined, name);
   });
 
   it("gives pods no route off the machine: Service range only, no masquerade", () => {
