@@ -31,7 +31,9 @@ export {
   ensureRealNodePrerequisites,
   PrerequisiteError,
   type RealNodeSupport,
+  realNodePrerequisitesMissing,
   realNodeSupport,
 } from "./node/prerequisites.ts";
 export { defaultClusterDir } from "./paths.ts";
+export { servingCertificate } from "./pki.ts";
 export { versions } from "./versions.ts";

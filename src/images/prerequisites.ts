@@ -38,7 +38,8 @@ function missingTools(): string[] {
     .map((t) => `${t.command} (${t.from})`);
 }
 
-function machineProblem(): string | undefined {
+/** Why this machine can never build the images (no package would help), or undefined. */
+export function machineProblem(): string | undefined {
   if (process.platform !== "linux" || process.arch !== "x64") {
     return `images are built for linux/amd64 on a Linux x86-64 machine; this is ${process.platform}/${process.arch}`;
   }

@@ -60,13 +60,23 @@ export async function pauseImage(pauseBinary: string): Promise<LocalImage> {
   }));
 }
 
-/** `apt-get download` fetches the .deb without installing it (busybox-static conflicts with busybox). */
-async function fetchBusybox(progress: ProgressFn): Promise<{ binary: string; version: string }> {
-  const root = join(binaryCacheDir(), "busybox-static");
+const busyboxRoot = () => join(binaryCacheDir(), "busybox-static");
+
+/** The busybox fetched before, if any (read-only). */
+export async function cachedBusybox(): Promise<{ binary: string; version: string } | undefined> {
+  const root = busyboxRoot();
   const cached = existsSync(root) ? (await readdir(root)).filter((d) => !d.endsWith(".tmp")).sort() : [];
   const newest = cached.at(-1);
   if (newest && existsSync(join(root, newest, "bin", "busybox")))
     return { binary: join(root, newest, "bin", "busybox"), version: newest };
+  return undefined;
+}
+
+/** `apt-get download` fetches the .deb without installing it (busybox-static conflicts with busybox). */
+async function fetchBusybox(progress: ProgressFn): Promise<{ binary: string; version: string }> {
+  const cached = await cachedBusybox();
+  if (cached) return cached;
+  const root = busyboxRoot();
   progress("fetching Debian's busybox-static (apt-get download) for the helper image");
   await mkdir(root, { recursive: true });
   const work = await mkdtemp(join(root, "download-"));

@@ -9,12 +9,16 @@ import { access, constants, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   ensureNodeBinaries,
+  inspectEntry,
   type NodeBinaryPaths,
   nodeBinariesAvailable,
+  nodeBinaryNames,
+  nodeRecipes,
   type ProgressFn,
 } from "../binaries.ts";
+import { binaryCacheDir } from "../paths.ts";
 import { listMounts, run } from "./host.ts";
-import { ensureNodeImages, type NodeImages } from "./images.ts";
+import { cachedBusybox, ensureNodeImages, type NodeImages } from "./images.ts";
 
 /** A command (or file) the node needs, and the Debian package that provides it. */
 interface Requirement {
@@ -158,6 +162,25 @@ export async function aptInstall(packages: string[], progress: ProgressFn): Prom
         `  Install them yourself (as root: apt-get install -y ${packages.join(" ")}) and run again.`,
     );
   }
+}
+
+/**
+ * What ensureRealNodePrerequisites would still have to do, found by reading only (no build, no
+ * apt-get, no network): a sentence, or undefined when everything is in place.
+ */
+export async function realNodePrerequisitesMissing(): Promise<string | undefined> {
+  const missing = missingRequirements();
+  if (missing.length > 0)
+    return `missing ${missing.map((r) => r.path).join(", ")} (Debian packages ${[...new Set(missing.map((r) => r.pkg))].join(" ")})`;
+  const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
+  if (!userDir || !nodeBinaryNames.every((name) => existsSync(join(userDir, name)))) {
+    for (const recipe of nodeRecipes()) {
+      const entry = await inspectEntry(join(binaryCacheDir(), "controlplane", recipe.key), recipe);
+      if (entry.state !== "ok") return `${recipe.key} is not built yet (cold: ${recipe.coldBuild})`;
+    }
+  }
+  if (!(await cachedBusybox())) return "Debian's busybox-static (for the helper image) is not fetched yet";
+  return undefined;
 }
 
 export interface RealNodePrerequisites {
