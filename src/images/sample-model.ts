@@ -1,13 +1,21 @@
 /**
  * The sample scikit-learn model on a real node, end to end: trained in a pod of the MLServer
  * image (so the pickle is made by the scikit-learn that will load it), packed as the tar.gz a
- * model URI points at, and served to the node's pods over HTTPS from the host, with a CA of its
- * own and an optional bandwidth limit (so a download's progress can be watched).
+ * model URI points at, served to the node's pods over HTTPS from the host, with a CA of its own
+ * and an optional bandwidth limit (so a download's progress can be watched), and asked for
+ * predictions through the model's Service.
+ *
+ * There is no cluster DNS on the real node (docs/real-node.md), so `http://<svc>.<ns>.svc:<port>`
+ * (an MLModel's status.url) resolves nowhere. `serviceEndpoint` asks the API for that Service's
+ * ClusterIP and keeps the URL's host as the Host header: the request takes the path a client in
+ * the cluster takes (kube-proxy's rules for the ClusterIP, then a pod); only the name lookup goes
+ * through the API instead of DNS. `curlCommand` does the same with curl's --resolve.
  *
  * Used by `mlmodel start --real-node`, the real-node e2e tests and the first-inference bench.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
@@ -200,7 +208,7 @@ export async function startModelFileServer(options: {
 }
 
 /** Writes `body` in ten slices a second at about `bytesPerSecond` (all at once when 0). */
-function sendThrottled(res: import("node:http").ServerResponse, body: Buffer, bytesPerSecond: number): void {
+function sendThrottled(res: http.ServerResponse, body: Buffer, bytesPerSecond: number): void {
   if (!bytesPerSecond) {
     res.end(body);
     return;
@@ -216,4 +224,105 @@ function sendThrottled(res: import("node:http").ServerResponse, body: Buffer, by
     } else res.write(chunk);
   }, 100);
   res.on("close", () => clearInterval(timer));
+}
+
+/** A V2 inference request body: the rows as one FP64 tensor. */
+export function v2Request(inputs: number[][]): string {
+  return JSON.stringify({
+    inputs: [
+      { name: "input-0", shape: [inputs.length, inputs[0]!.length], datatype: "FP64", data: inputs.flat() },
+    ],
+  });
+}
+
+/** Where to send a request for a Service URL: its ClusterIP, and the URL's host as the Host header. */
+export interface ServiceEndpoint {
+  /** `http://<ClusterIP>:<port>` */
+  base: string;
+  /** The URL's `host:port`, sent as the Host header. */
+  host: string;
+}
+
+/** Resolves `http://<svc>.<ns>.svc[.cluster.local]:<port>` through the API (no cluster DNS here). */
+export async function serviceEndpoint(core: CoreV1Api, url: string): Promise<ServiceEndpoint> {
+  const parsed = new URL(url);
+  const [name, namespace, svc] = parsed.hostname.split(".");
+  if (!name || !namespace || svc !== "svc") throw new Error(`${url} is not a Service URL (<svc>.<ns>.svc)`);
+  const service = await core.readNamespacedService({ name, namespace });
+  const clusterIp = service.spec?.clusterIP;
+  if (!clusterIp || clusterIp === "None") throw new Error(`Service ${namespace}/${name} has no ClusterIP`);
+  return { base: `http://${clusterIp}:${parsed.port || 80}`, host: parsed.host };
+}
+
+export interface V2Answer {
+  status: number;
+  /** The first output's data, when the server answered 200. */
+  data?: number[];
+  body: string;
+}
+
+/**
+ * One V2 inference request (`POST /v2/models/<model>/infer`, one FP64 tensor) on a connection
+ * of its own: each request is balanced anew by kube-proxy, as a request from a new client is.
+ */
+export function inferV2(
+  endpoint: ServiceEndpoint,
+  model: string,
+  inputs: number[][],
+  timeoutMs = 10_000,
+): Promise<V2Answer> {
+  const body = v2Request(inputs);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${endpoint.base}/v2/models/${model}/infer`,
+      {
+        method: "POST",
+        agent: false,
+        headers: { host: endpoint.host, "content-type": "application/json", connection: "close" },
+        timeout: timeoutMs,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("error", reject);
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString();
+          const status = res.statusCode ?? 0;
+          if (status !== 200) return resolve({ status, body: text });
+          try {
+            const answer = JSON.parse(text) as { outputs: { data: number[] }[] };
+            resolve({ status, body: text, data: answer.outputs[0]?.data });
+          } catch (err) {
+            reject(
+              new Error(`status 200 with a body that is not V2 JSON (${(err as Error).message}): ${text}`),
+            );
+          }
+        });
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/**
+ * A curl command that sends the V2 request to the model's status URL from this machine: the
+ * Service's name resolved to its ClusterIP with --resolve, since nothing resolves it here.
+ */
+export function curlCommand(
+  url: string,
+  endpoint: ServiceEndpoint,
+  model: string,
+  inputs: number[][],
+): string {
+  const { hostname, port } = new URL(url);
+  const clusterIp = new URL(endpoint.base).hostname;
+  return [
+    "curl -s",
+    `--resolve ${hostname}:${port || 80}:${clusterIp}`,
+    "-H 'content-type: application/json'",
+    `-d '${v2Request(inputs)}'`,
+    `${url}/v2/models/${model}/infer`,
+  ].join(" ");
 }

@@ -105,7 +105,15 @@ export interface RunningOperator {
 
 const writeVerbs = new Set(["create", "update", "patch", "apply", "delete"]);
 
-export async function startOperator(namespace: string): Promise<RunningOperator> {
+export interface OperatorOptions {
+  /** The download Job's image (the operator's --downloader-image); default: the operator's default. */
+  downloaderImage?: string;
+}
+
+export async function startOperator(
+  namespace: string,
+  options: OperatorOptions = {},
+): Promise<RunningOperator> {
   const admin = await adminClient();
   await install(admin);
   const adminKc = kubeConfig();
@@ -122,6 +130,7 @@ export async function startOperator(namespace: string): Promise<RunningOperator>
     kubeConfig: kc,
     namespaces: [namespace],
     logger: pino({ level: "warn" }),
+    ...(options.downloaderImage ? { downloaderImage: options.downloaderImage } : {}),
   });
   const requests: RequestRecord[] = [];
   mgr.client.onRequest((r) => requests.push(r));
@@ -245,10 +254,13 @@ export interface OperatorTestBed {
 }
 
 /** A namespace enforcing `restricted`, an admin client, and the operator (its own RBAC) watching the namespace. */
-export async function operatorTestBed(namespacePrefix: string): Promise<OperatorTestBed> {
+export async function operatorTestBed(
+  namespacePrefix: string,
+  options: OperatorOptions = {},
+): Promise<OperatorTestBed> {
   const ns = await createNamespace(namespacePrefix, { podSecurity: "restricted" });
   const admin = await adminClient();
-  return { ns, admin, operator: await startOperator(ns.name) };
+  return { ns, admin, operator: await startOperator(ns.name, options) };
 }
 
 /** Its tear-down, whatever part of the set-up was reached: the operator, the namespace, the volumes made for it. */

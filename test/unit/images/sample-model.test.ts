@@ -4,7 +4,13 @@ import { readFileSync } from "node:fs";
 import https from "node:https";
 import { describe, it } from "node:test";
 import { sklearnSampleScript } from "../../../src/images/index.ts";
-import { parseTrainingOutput, startModelFileServer, trainingPod } from "../../../src/images/sample-model.ts";
+import {
+  curlCommand,
+  parseTrainingOutput,
+  startModelFileServer,
+  trainingPod,
+  v2Request,
+} from "../../../src/images/sample-model.ts";
 
 describe("the sample model's training pod", () => {
   it("meets the restricted Pod Security level and carries the training script", () => {
@@ -71,5 +77,28 @@ describe("the model file server", () => {
     } finally {
       await server.stop();
     }
+  });
+});
+
+describe("reaching a model from this machine without cluster DNS", () => {
+  it("builds a V2 request and a curl command that resolves the status URL's host to the ClusterIP", () => {
+    assert.deepEqual(
+      JSON.parse(
+        v2Request([
+          [1, 2],
+          [3, 4],
+        ]),
+      ),
+      {
+        inputs: [{ name: "input-0", shape: [2, 2], datatype: "FP64", data: [1, 2, 3, 4] }],
+      },
+    );
+    const url = "http://iris.default.svc:8080";
+    assert.equal(
+      curlCommand(url, { base: "http://10.96.12.34:8080", host: "iris.default.svc:8080" }, "iris", [
+        [5.1, 3.5],
+      ]),
+      `curl -s --resolve iris.default.svc:8080:10.96.12.34 -H 'content-type: application/json' -d '${v2Request([[5.1, 3.5]])}' http://iris.default.svc:8080/v2/models/iris/infer`,
+    );
   });
 });
