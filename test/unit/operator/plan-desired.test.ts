@@ -210,6 +210,12 @@ describe("planModel and desired children", () => {
     });
     assert.equal(d.spec!.template.spec!.automountServiceAccountToken, false);
     assert.deepEqual(d.spec?.strategy?.rollingUpdate, { maxUnavailable: 0, maxSurge: 1 });
+    // A stopping pod keeps serving while the Service forgets it (zero failed requests in a roll).
+    assert.deepEqual(c.lifecycle, { preStop: { sleep: { seconds: 5 } } });
+    assert.ok(
+      (d.spec!.template.spec!.terminationGracePeriodSeconds ?? 30) > 5,
+      "the grace period outlasts the drain",
+    );
   });
 
   it("leaves replicas to the autoscaler when autoscaling is set", () => {
