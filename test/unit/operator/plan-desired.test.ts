@@ -218,6 +218,25 @@ describe("planModel and desired children", () => {
     );
   });
 
+  it("probes MLServer for the model's own readiness, not the server's (ready with no model loaded)", () => {
+    const mlserver = {
+      ref: "ClusterServingRuntime/mlserver",
+      spec: runtimes.find((r) => r.metadata.name === "mlserver")!.spec,
+    };
+    const probe = (m: ReturnType<typeof model>) =>
+      desiredDeployment(planModel(m, mlserver), owner).spec!.template.spec!.containers[0]!.readinessProbe
+        ?.httpGet;
+    assert.deepEqual(probe(model({ model: { uri: "s3://b/iris.tgz", format: "sklearn" } }, "iris")), {
+      path: "/v2/models/iris/ready",
+      port: "rest",
+    });
+    assert.deepEqual(
+      probe(model({ model: { uri: "s3://b/iris.tgz", format: "sklearn", name: "classifier" } }, "iris")),
+      { path: "/v2/models/classifier/ready", port: "rest" },
+      "spec.model.name is the name MLServer serves it under",
+    );
+  });
+
   it("leaves replicas to the autoscaler when autoscaling is set", () => {
     const plan = planModel(
       model({ model: { path: "/m" }, image: "me/s:1", autoscaling: { minReplicas: 2, maxReplicas: 5 } }),
