@@ -99,3 +99,13 @@ export const openssl: Prerequisite = {
   install: () => aptInstall(["openssl"]),
   byHand: "apt-get install -y openssl   (or your distribution's openssl package)",
 };
+
+/** curl runs the commands the CLI prints for people to paste (mlmodel start --real-node's). */
+export const curl: Prerequisite = {
+  name: "curl",
+  summary: "curl from Debian (apt-get)",
+  check: async () =>
+    commandWorks("curl", ["--version"]) ? { state: "ready" } : { state: "missing", why: "no curl on PATH" },
+  install: () => aptInstall(["curl"]),
+  byHand: "apt-get install -y curl   (or your distribution's curl package)",
+};
