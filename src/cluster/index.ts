@@ -1,4 +1,5 @@
 /** The local control plane, as a library: the CLI and the test harness both use it. */
+export { aptInstall } from "./apt.ts";
 export { BinaryError, binaryNames, ensureBinaries, ensureNodeBinaries, nodeBinaryNames } from "./binaries.ts";
 export {
   ClusterError,

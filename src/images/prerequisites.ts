@@ -6,6 +6,7 @@
  * tests) also needs containerd's `ctr` and runc. The Debian packages install with apt-get.
  */
 import { spawnSync } from "node:child_process";
+import { aptInstall } from "../cluster/index.ts";
 
 export type Support = { ok: true } | { ok: false; reason: string };
 
@@ -61,17 +62,6 @@ export async function imagesSupport(): Promise<Support> {
   return { ok: true };
 }
 
-function aptGet(args: string[]): { ok: boolean; output: string } {
-  const r = spawnSync("apt-get", args, {
-    encoding: "utf8",
-    env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
-  });
-  return {
-    ok: !r.error && r.status === 0,
-    output: `${r.stdout ?? ""}${r.stderr ?? ""}${r.error?.message ?? ""}`,
-  };
-}
-
 /**
  * Installs the Debian packages the image builds need when a tool is missing (as root, with
  * apt-get); throws an error naming what is missing and why it could not be installed.
@@ -80,19 +70,8 @@ export async function ensureImagePrerequisites(progress: (line: string) => void 
   const problem = machineProblem();
   if (problem) throw new Error(problem);
   if (missingTools().length === 0) return;
-  progress(`installing ${imageAptPackages.join(" ")} with apt-get`);
-  const install = ["install", "-y", "--no-install-recommends", ...imageAptPackages];
-  let result = aptGet(install);
-  if (!result.ok) {
-    // A machine that never ran `apt-get update` has no package lists yet.
-    aptGet(["update"]);
-    result = aptGet(install);
-  }
+  await aptInstall(imageAptPackages, progress);
   const missing = missingTools();
-  if (!result.ok || missing.length > 0) {
-    throw new Error(
-      `could not install the image build tools (still missing: ${missing.join(", ") || "none"}):\n` +
-        result.output.trim().split("\n").slice(-8).join("\n"),
-    );
-  }
+  if (missing.length > 0)
+    throw new Error(`after installing ${imageAptPackages.join(" ")}, still missing: ${missing.join(", ")}`);
 }

@@ -7,6 +7,7 @@
 import { existsSync } from "node:fs";
 import { access, constants, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { aptInstall, PrerequisiteError } from "../apt.ts";
 import {
   ensureNodeBinaries,
   inspectEntry,
@@ -17,7 +18,7 @@ import {
   type ProgressFn,
 } from "../binaries.ts";
 import { binaryCacheDir } from "../paths.ts";
-import { listMounts, run } from "./host.ts";
+import { listMounts } from "./host.ts";
 import { cachedBusybox, ensureNodeImages, type NodeImages } from "./images.ts";
 
 /** A command (or file) the node needs, and the Debian package that provides it. */
@@ -101,6 +102,8 @@ export async function kernelProblems(): Promise<string[]> {
   return problems;
 }
 
+export { aptInstall, PrerequisiteError };
+
 export type RealNodeSupport = { ok: true } | { ok: false; reason: string };
 
 /**
@@ -126,42 +129,6 @@ export async function realNodeSupport(): Promise<RealNodeSupport> {
     };
   }
   return { ok: true };
-}
-
-export class PrerequisiteError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "PrerequisiteError";
-  }
-}
-
-const aptEnv = () => ({ ...process.env, DEBIAN_FRONTEND: "noninteractive" });
-/** Another apt-get (a second test run, say) holds dpkg's lock for a while: wait for it. */
-const aptLockWait = ["-o", "DPkg::Lock::Timeout=300"];
-
-/** Installs Debian packages with apt-get, refreshing the package lists once if needed. */
-export async function aptInstall(packages: string[], progress: ProgressFn): Promise<void> {
-  progress(`installing Debian packages: ${packages.join(" ")}`);
-  const install = () =>
-    run("apt-get", ["install", "-y", "--no-install-recommends", ...aptLockWait, ...packages], {
-      env: aptEnv(),
-    });
-  let result = await install();
-  if (
-    result.code !== 0 &&
-    /Unable to locate package|has no installation candidate|404/.test(result.stderr + result.stdout)
-  ) {
-    progress("refreshing the package lists (apt-get update)");
-    await run("apt-get", ["update", ...aptLockWait], { env: aptEnv() });
-    result = await install();
-  }
-  if (result.code !== 0) {
-    const tail = (result.stderr || result.stdout).trim().split("\n").slice(-6).join("\n    ");
-    throw new PrerequisiteError(
-      `apt-get could not install ${packages.join(" ")} (exit ${result.code}):\n    ${tail}\n` +
-        `  Install them yourself (as root: apt-get install -y ${packages.join(" ")}) and run again.`,
-    );
-  }
 }
 
 /**

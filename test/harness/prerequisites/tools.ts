@@ -96,7 +96,7 @@ export const openssl: Prerequisite = {
     commandWorks("openssl", ["version"])
       ? { state: "ready" }
       : { state: "missing", why: "no openssl on PATH" },
-  install: () => aptInstall(["openssl"]),
+  install: (progress) => aptInstall(["openssl"], progress),
   byHand: "apt-get install -y openssl   (or your distribution's openssl package)",
 };
 
@@ -106,6 +106,6 @@ export const curl: Prerequisite = {
   summary: "curl from Debian (apt-get)",
   check: async () =>
     commandWorks("curl", ["--version"]) ? { state: "ready" } : { state: "missing", why: "no curl on PATH" },
-  install: () => aptInstall(["curl"]),
+  install: (progress) => aptInstall(["curl"], progress),
   byHand: "apt-get install -y curl   (or your distribution's curl package)",
 };

@@ -450,6 +450,21 @@ describe("real node prerequisites", () => {
     assert.match(execFileSync("cat", [log], { encoding: "utf8" }), /^install .*\nupdate .*\ninstall /);
   });
 
+  it("does not try apt-get without root: it says what to run as root", () => {
+    const script = `import { aptInstall } from ${JSON.stringify(new URL("../../../src/cluster/apt.ts", import.meta.url).href)};
+await aptInstall(["curl", "openssl"]).catch((err) => console.log(err.name + ": " + err.message));`;
+    const result = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      uid: 65534,
+      gid: 65534,
+    });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(
+      result.stdout.trim(),
+      "PrerequisiteError: installing Debian packages needs root: run sudo apt-get install -y curl openssl",
+    );
+  });
+
   it("is not supported without root, and says so", () => {
     const script = `import { realNodeSupport } from ${JSON.stringify(new URL("../../../src/cluster/node/prerequisites.ts", import.meta.url).href)};
 console.log(JSON.stringify(await realNodeSupport()));`;
