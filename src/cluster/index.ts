@@ -27,7 +27,15 @@ export {
   reserveRealNode,
   teardownNode,
 } from "./node/node.ts";
-export { packImage } from "./node/oci.ts";
+export {
+  type ArchiveLayer,
+  archiveFormat,
+  type ImageSettings,
+  type LayerBlob,
+  packImage,
+  sha256Digest,
+  writeImageArchive,
+} from "./node/oci.ts";
 export {
   ensureRealNodePrerequisites,
   PrerequisiteError,

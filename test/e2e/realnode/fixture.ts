@@ -5,7 +5,7 @@
  * MLServer image, and an HTTPS file server on the node's bridge whose CA the download Job trusts
  * through the model's credentials Secret (`ca.crt`, docs/downloader.md).
  */
-import { CoreV1Api } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { recipeFor } from "../../../src/images/index.ts";
@@ -103,12 +103,14 @@ export async function applyModel(bed: RealNodeBed, model: MLModel): Promise<void
   );
 }
 
-/** Where the model's status.url is served, reached through the Service's ClusterIP. */
+/** Where the model's status.url is served, reached through the Service's ClusterIP on the bed's cluster. */
 export async function endpointOf(bed: RealNodeBed, model: MLModel): Promise<ServiceEndpoint> {
   const url = model.status?.url;
   if (!url)
     throw new Error(`MLModel ${model.metadata.name} has no status.url: ${JSON.stringify(model.status)}`);
-  return serviceEndpoint(kubeConfig().makeApiClient(CoreV1Api), url);
+  const config = new KubeConfig();
+  config.loadFromFile(bed.cluster.kubeconfig);
+  return serviceEndpoint(config.makeApiClient(CoreV1Api), url);
 }
 
 /**

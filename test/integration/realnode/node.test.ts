@@ -5,7 +5,7 @@
 // real-node; the machine hosts one at a time), reported as skipped, with the reason, where the
 // machine cannot host a real node.
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -307,13 +307,15 @@ describe("a real node", () => {
     // Service's address in its environment, the service account's token and CA).
     const { kubectl: binary } = await ensureBinaries();
     const archive = join(scratchDir("kubectl-image"), "kubectl.tar");
-    const image = packImage({
-      name: "mlmodel.local/kubectl-test:1",
-      entries: [{ path: "kubectl", type: "file", mode: 0o755, content: readFileSync(binary) }],
-      entrypoint: ["/kubectl"],
-      user: "65534",
-    });
-    writeFileSync(archive, image.archive);
+    await packImage(
+      {
+        name: "mlmodel.local/kubectl-test:1",
+        entries: [{ path: "kubectl", type: "file", mode: 0o755, content: readFileSync(binary) }],
+        entrypoint: ["/kubectl"],
+        user: "65534",
+      },
+      archive,
+    );
     assert.deepEqual(await loadImage(dir, archive), ["mlmodel.local/kubectl-test:1"]);
     await createPod(
       ns,
