@@ -6,6 +6,7 @@
  */
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
 import { builtinKinds, type ResourceKind } from "../runtime/index.ts";
+import { httpRouteKind } from "./canary/desired.ts";
 
 export type AccessVerb = "get" | "list" | "watch" | "create" | "patch" | "update" | "delete";
 
@@ -25,6 +26,11 @@ export const operatorAccess: Access[] = [
   { kind: mlModelKind, verbs: read, why: "the primary kind" },
   {
     kind: mlModelKind,
+    verbs: ["patch"],
+    why: "removes spent canary command annotations (a merge patch of metadata.annotations)",
+  },
+  {
+    kind: mlModelKind,
     subresource: "status",
     verbs: ["get", "patch"],
     why: "writes status (server-side apply)",
@@ -37,6 +43,11 @@ export const operatorAccess: Access[] = [
   { kind: builtinKinds.PersistentVolumeClaim, verbs: own, why: "model storage; pvc:// claims are only read" },
   { kind: builtinKinds.HorizontalPodAutoscaler, verbs: own, why: "spec.autoscaling" },
   { kind: builtinKinds.ControllerRevision, verbs: own, why: "revision history (mlmodel history, rollback)" },
+  {
+    kind: httpRouteKind,
+    verbs: own,
+    why: "a canary's exact traffic split (spec.rollout.canary.trafficRouting.gatewayAPI); watched only while the Gateway API is installed",
+  },
   {
     kind: builtinKinds.PodDisruptionBudget,
     verbs: own,

@@ -16,6 +16,7 @@
  * (as it always did), and a spec whose revision is the stable one has nothing to canary.
  */
 import type { CanaryStatus } from "../../api/mlmodel.ts";
+import type { KubeObject, Predicate } from "../../runtime/index.ts";
 
 export const commandAnnotations = {
   promote: "serving.mlmodel.dev/canary-promote",
@@ -27,6 +28,16 @@ export interface CanaryCommands {
   promote?: string;
   /** Revision and step whose pause ends. */
   resume?: { revision: string; step: number };
+}
+
+/**
+ * Passes updates whose command annotations changed, so `mlmodel promote` wakes the operator
+ * (a metadata change leaves the generation alone) and no other annotation edit does.
+ */
+export function commandsChangedPredicate(): Predicate {
+  const commands = (obj: KubeObject) =>
+    Object.values(commandAnnotations).map((key) => obj.metadata.annotations?.[key] ?? "");
+  return (c) => c.type !== "update" || commands(c.old).join("\n") !== commands(c.object).join("\n");
 }
 
 export function readCommands(annotations: Readonly<Record<string, string>> | undefined): CanaryCommands {

@@ -1,18 +1,29 @@
 /**
  * Stage 5, cleanup: what is no longer needed goes. Revisions beyond the history limit go at
- * every reconcile (never the one served, the last ready one or the spec's). The rest only once
- * the current revision serves (phase Ready): old download Jobs (their content is no longer
- * used), our claim when the model moved to pvc:// or an image, and in model storage every
- * content directory no kept revision uses (a prune Job). The steps are a pure function of the
- * earlier stages' results; cleanup() carries them out in order.
+ * every reconcile (never the one served, the last ready one or the spec's), and so do canary
+ * command annotations that can no longer apply. The rest only once the model serves (phase
+ * Ready): old download Jobs (their content is no longer used; a canary's and the stable one's
+ * are both in use), our claim when the model moved to pvc:// or an image, and in model storage
+ * every content directory no kept revision uses (a prune Job; an aborted canary's content
+ * goes too). The steps are a pure function of the earlier stages' results; cleanup() carries
+ * them out in order.
  */
 import type { V1Job } from "@kubernetes/client-node";
+import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
-import { builtinKinds, controllerOwnerRef, type KubeObject, type ResourceKind } from "../../runtime/index.ts";
+import {
+  ApiError,
+  builtinKinds,
+  controllerOwnerRef,
+  type KubeObject,
+  type ResourceKind,
+} from "../../runtime/index.ts";
+import { contentToKeepWithCanary } from "../canary/prune.ts";
 import { fieldManager } from "../names.ts";
 import type { OperatorConfig } from "../plan.ts";
-import { contentToKeep, desiredPruneJob } from "../prune.ts";
+import { desiredPruneJob } from "../prune.ts";
 import { defaultRevisionHistoryLimit, revisionsToPrune } from "../revisions.ts";
+import { spentCommands } from "./canary.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
@@ -22,7 +33,9 @@ import { type Child, deleteChild } from "./syncers/apply.ts";
 export type CleanupStep =
   | { verb: "delete"; kind: ResourceKind; object: Child }
   /** The Job that prunes model storage (created once; its name hashes what it keeps). */
-  | { verb: "prune"; job: V1Job };
+  | { verb: "prune"; job: V1Job }
+  /** Canary command annotations that can no longer apply (a merge patch of the model's metadata). */
+  | { verb: "unannotate"; keys: string[]; resourceVersion?: string };
 
 export function cleanupSteps(
   o: Observation,
@@ -38,33 +51,48 @@ export function cleanupSteps(
   const pruned = revisionsToPrune(s.revisions, historyLimit, keep);
   for (const old of pruned)
     steps.push({ verb: "delete", kind: builtinKinds.ControllerRevision, object: old });
+  const spent = d.canary && d.specRevision ? spentCommands(o.cached, d.specRevision, status) : [];
+  if (spent.length > 0) {
+    const resourceVersion = o.cached.metadata.resourceVersion;
+    steps.push({ verb: "unannotate", keys: spent, ...(resourceVersion ? { resourceVersion } : {}) });
+  }
   if (status.phase !== "Ready" || !plan) return steps;
 
   const keptRevisions = s.revisions.filter((r) => !pruned.includes(r));
+  const served = [plan.spec, ...(d.canary?.canaryServing ? [d.canary.canaryServing.spec] : [])];
   const prune = desiredPruneJob(
     plan,
     controllerOwnerRef(o.model),
     config,
-    contentToKeep(plan.spec, keptRevisions),
+    contentToKeepWithCanary(served, keptRevisions, status.canary),
   );
   const pruneName = prune?.metadata?.name;
-  const jobs = o.children.jobs;
-  for (const old of jobs) {
-    const name = old.metadata?.name;
-    if (name !== s.job?.metadata?.name && name !== pruneName)
-      steps.push({ verb: "delete", kind: builtinKinds.Job, object: old });
+  const inUse = new Set([...s.jobs.map((j) => j.metadata?.name), pruneName]);
+  for (const old of o.children.jobs) {
+    if (!inUse.has(old.metadata?.name)) steps.push({ verb: "delete", kind: builtinKinds.Job, object: old });
   }
-  if (prune && !jobs.some((j) => j.metadata?.name === pruneName)) steps.push({ verb: "prune", job: prune });
+  if (prune && !o.children.jobs.some((j) => j.metadata?.name === pruneName))
+    steps.push({ verb: "prune", job: prune });
   if (plan.source.type !== "download")
     for (const c of o.children.claims)
       steps.push({ verb: "delete", kind: builtinKinds.PersistentVolumeClaim, object: c });
   return steps;
 }
 
-export async function cleanup(ctx: WriteContext, steps: readonly CleanupStep[]): Promise<void> {
+/** Carries the steps out; true when the model changed under a step and the reconcile should come back. */
+export async function cleanup(
+  ctx: WriteContext,
+  model: { namespace: string; name: string },
+  steps: readonly CleanupStep[],
+): Promise<boolean> {
+  let comeBack = false;
   for (const step of steps) {
     if (step.verb === "delete") {
       await deleteChild(ctx, step.kind, step.object);
+      continue;
+    }
+    if (step.verb === "unannotate") {
+      comeBack = (await removeAnnotations(ctx, model, step)) || comeBack;
       continue;
     }
     ctx.log.info({ job: step.job.metadata?.name }, "pruning old model versions from storage");
@@ -73,5 +101,35 @@ export async function cleanup(ctx: WriteContext, steps: readonly CleanupStep[]):
       force: true,
       signal: ctx.signal,
     });
+  }
+  return comeBack;
+}
+
+/**
+ * Removes spent command annotations with a merge patch that names the resourceVersion they were
+ * read at: a command written since (by `mlmodel promote`) makes it a conflict, never a loss.
+ * True on that conflict: the reconcile comes back to judge the new command.
+ */
+async function removeAnnotations(
+  ctx: WriteContext,
+  model: { namespace: string; name: string },
+  step: Extract<CleanupStep, { verb: "unannotate" }>,
+): Promise<boolean> {
+  ctx.log.info({ annotations: step.keys }, "removing spent canary command annotations");
+  const annotations = Object.fromEntries(step.keys.map((k) => [k, null]));
+  try {
+    await ctx.client.patch(
+      mlModelKind,
+      model,
+      {
+        metadata: { ...(step.resourceVersion ? { resourceVersion: step.resourceVersion } : {}), annotations },
+      },
+      "merge",
+      { fieldManager, signal: ctx.signal },
+    );
+    return false;
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 409) return true;
+    throw err;
   }
 }

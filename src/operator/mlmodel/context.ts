@@ -16,7 +16,8 @@ import type {
 
 /**
  * The writes the MLModel reconciler makes, nothing more: server-side apply of children and of
- * the status, a merge patch of the status (clearing the downloader's fields), and delete.
+ * the status, merge patches (of the status, clearing the downloader's fields; of the model's
+ * annotations, removing spent canary commands), and delete.
  */
 export type ModelClient = Pick<KubeClient, "apply" | "applyStatus" | "patch" | "delete">;
 
@@ -31,6 +32,8 @@ export interface WriteContext {
 export interface ReadContext {
   request: Request;
   cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
+  /** Whether an optional kind (HTTPRoute) is served and its cache fully listed. */
+  served(kind: ResourceKind): boolean;
 }
 
 export interface MLModelContext extends ReadContext, WriteContext {

@@ -23,8 +23,10 @@ import {
   keyString,
   type ResourceKind,
 } from "../../runtime/index.ts";
+import { httpRouteKind } from "../canary/desired.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
 import { podsByModelIndex, referenceKey, specReferences } from "./caches.ts";
+import { type CanaryObservation, observeCanary } from "./canary.ts";
 import type { ReadContext, WrittenStatuses } from "./context.ts";
 
 /** A referenced object that exists: what the operator may know of it (a Secret's values never). */
@@ -43,6 +45,8 @@ export interface Children {
   services: readonly V1Service[];
   autoscalers: readonly V2HorizontalPodAutoscaler[];
   budgets: readonly V1PodDisruptionBudget[];
+  /** HTTPRoutes (a canary's traffic split), while the cluster serves the kind; else none. */
+  routes: readonly KubeObject[];
 }
 
 export interface Observation {
@@ -63,6 +67,8 @@ export interface Observation {
   children: Children;
   /** The model's pods, serving and download, of every revision. */
   pods: readonly V1Pod[];
+  /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */
+  canary: CanaryObservation;
 }
 
 /** The model of the request and what it depends on, or undefined when the model is gone. */
@@ -91,6 +97,7 @@ export function observe(
     services: owned(builtinKinds.Service),
     autoscalers: owned(builtinKinds.HorizontalPodAutoscaler),
     budgets: owned(builtinKinds.PodDisruptionBudget),
+    routes: ctx.served(httpRouteKind) ? owned(httpRouteKind) : [],
   };
   return {
     key,
@@ -106,6 +113,7 @@ export function observe(
     pods: ctx
       .cache(builtinKinds.Pod)
       .byIndex(podsByModelIndex, `${ns}/${model.metadata.name}`) as unknown as readonly V1Pod[],
+    canary: observeCanary(ctx, model),
   };
 }
 

@@ -1,11 +1,13 @@
 /**
  * Stage 6, report: the one place a reconcile writes the model's status and records an Event.
  * Only the operator's own status fields are compared (operatorOwned), so a reconcile with
- * nothing new writes nothing, and one Event is recorded per change of phase or reason.
+ * nothing new writes nothing, and one Event is recorded per change of phase or reason, and
+ * one per step of a canary (canaryEvent), after the status that says it.
  */
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
 import type { EventRecorder, EventType } from "../../runtime/index.ts";
+import { canaryEvent } from "../canary/status.ts";
 import { canonicalJson, fieldManager } from "../names.ts";
 import { justRolledBack } from "../rollback.ts";
 import { operatorOwned, transitionEvent } from "../status.ts";
@@ -33,6 +35,8 @@ export async function report(
   written?.set(o.key, { fromResourceVersion: o.cached.metadata.resourceVersion, status });
   const event = statusEvent(model.status, status);
   if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
+  const step = canaryEvent(model.status?.canary, status.canary);
+  if (step) ctx.recorder.event(model, step.type, step.reason, step.message);
 }
 
 /** The Event a status change is worth: a Warning the first time it says rolled back, else a transition's. */

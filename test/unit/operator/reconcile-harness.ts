@@ -8,6 +8,7 @@
 import pino from "pino";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
 import type { MLModelContext, ModelClient, WrittenStatuses } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
@@ -38,6 +39,8 @@ export interface Write {
   body?: unknown;
   /** Server-side apply with force (takes fields from other managers). */
   force?: boolean;
+  /** A patch of a subresource (status), or of the object itself (its metadata). */
+  subresource?: string;
 }
 
 interface Failure {
@@ -85,9 +88,19 @@ export class RecordingClient implements ModelClient {
     type: PatchType,
     opts: { subresource?: string } = {},
   ): Promise<T> {
-    if (type !== "merge" || opts.subresource !== "status")
-      throw new Error(`the operator only merge-patches status; got ${type} ${opts.subresource ?? ""}`);
-    this.#record({ verb: "patch", kind, ...key, body: structuredClone(patch) });
+    const body = patch as { metadata?: unknown; status?: unknown };
+    const metadataOnly = opts.subresource === undefined && Object.keys(body).join() === "metadata";
+    if (type !== "merge" || (opts.subresource !== "status" && !metadataOnly))
+      throw new Error(
+        `the operator only merge-patches status, or metadata alone; got ${type} ${opts.subresource ?? ""} ${JSON.stringify(patch)}`,
+      );
+    this.#record({
+      verb: "patch",
+      kind,
+      ...key,
+      body: structuredClone(patch),
+      ...(opts.subresource ? { subresource: opts.subresource } : {}),
+    });
     return {} as T;
   }
 
@@ -154,6 +167,8 @@ export class World {
   readonly events: RecordedEvent[] = [];
   readonly written: WrittenStatuses = new Map();
   readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
+  /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
+  gatewayServed = false;
   now = new Date("2026-01-01T00:00:00Z");
   readonly #stores = new Map<string, MemoryStore>();
   #resourceVersion = 100;
@@ -213,6 +228,7 @@ export class World {
       log: silentLogger,
       client: this.client,
       cache: <T extends KubeObject>(kind: ResourceKind) => this.store(kind) as unknown as Store<T>,
+      served: (kind: ResourceKind) => kindName(kind) !== kindName(httpRouteKind) || this.gatewayServed,
       recorder: { event: (_obj, type, reason, message) => this.events.push({ type, reason, message }) },
     };
   }
@@ -241,6 +257,12 @@ export class World {
       else if (w.verb === "apply") {
         const before = this.get(w.kind, w.name);
         this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) });
+      } else if (w.verb === "patch" && w.subresource === undefined) {
+        const patch = (w.body as { metadata: Record<string, unknown> }).metadata;
+        this.update(w.kind, w.name, (obj) => {
+          const { resourceVersion: _rv, ...rest } = patch;
+          obj.metadata = mergePatch(obj.metadata, rest) as KubeObject["metadata"];
+        });
       } else {
         const patch = (w.body as { status?: Record<string, unknown> }).status ?? {};
         this.update<MLModel>(mlModelKind, w.name, (m) => {
