@@ -379,6 +379,9 @@ function atStep(
   const ready = view.ready && !fresh;
   if (!ready) {
     const { pauseEndsAt: _p, ...kept } = base;
+    // Still on the way to this step, nothing new to say: the record stands as written (a
+    // status that does not change is not written again).
+    if (!fresh && record.phase === "Progressing" && !record.stepReadyAt) return { serve, status: kept };
     return {
       serve,
       status: {

@@ -48,7 +48,7 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   const canary = d.canary;
   const withItsCanary =
     canary && d.specRevision
-      ? withCanary(computed, o, canary, s.serving, d.specRevision, d.rollback !== undefined)
+      ? withCanary(computed, o, canary, s, d.specRevision, d.rollback !== undefined)
       : computed;
   const status = withRevisionNumbers(withItsCanary, s.revisions);
   const generation = model.metadata.generation ?? 0;

@@ -338,7 +338,7 @@ export function withCanary(
   status: MLModelStatus,
   o: Observation,
   stage: CanaryStage,
-  serving: ServingSet,
+  synced: { serving: ServingSet; revisions: readonly V1ControllerRevision[] },
   specRevision: string,
   rolledBack: boolean,
 ): MLModelStatus {
@@ -360,7 +360,7 @@ export function withCanary(
           revision: {
             ...revision,
             ...(current ? { current } : {}),
-            serving: servingNow(o, serving, stage.mode),
+            serving: servingNow(o, synced, stage.mode),
           },
         }
       : {}),
@@ -384,11 +384,11 @@ function withUrls(
 /** status.revision.serving: the stable Deployment's revision and the canary's, as they stand. */
 function servingNow(
   o: Observation,
-  serving: ServingSet,
+  { serving, revisions }: { serving: ServingSet; revisions: readonly V1ControllerRevision[] },
   mode: SplitMode,
 ): ReturnType<typeof servingRevisions> {
   const name = o.model.metadata.name!;
-  const numbers = revisionNumbers(o.children.revisions, undefined);
+  const numbers = revisionNumbers(revisions, undefined);
   const pods = o.pods.filter(
     (p) => p.metadata?.labels?.[labels.component] === "server" && !p.metadata?.deletionTimestamp,
   );

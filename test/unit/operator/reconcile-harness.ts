@@ -8,6 +8,7 @@
 import pino from "pino";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { operatorAccess } from "../../../src/operator/access.ts";
 import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
 import type { MLModelContext, ModelClient, WrittenStatuses } from "../../../src/operator/mlmodel/context.ts";
@@ -137,6 +138,29 @@ function keyOf(obj: KubeObject): { namespace?: string; name: string } {
     ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
     name: obj.metadata.name!,
   };
+}
+
+/**
+ * The writes the operator's access table (its generated RBAC) does not allow, as
+ * "verb kind[/subresource]": a status write needs patch on the status subresource, a patch of
+ * the model's metadata patch on the object itself.
+ */
+export function disallowedWrites(writes: readonly Write[]): string[] {
+  const needs = { apply: ["create", "patch"], applyStatus: ["patch"], patch: ["patch"], delete: ["delete"] };
+  const out = new Set<string>();
+  for (const w of writes) {
+    const subresource = w.verb === "applyStatus" ? "status" : w.subresource;
+    for (const verb of needs[w.verb]) {
+      const allowed = operatorAccess.some(
+        (a) =>
+          kindName(a.kind) === kindName(w.kind) &&
+          a.subresource === subresource &&
+          a.verbs.includes(verb as never),
+      );
+      if (!allowed) out.add(`${verb} ${kindName(w.kind)}${subresource ? `/${subresource}` : ""}`);
+    }
+  }
+  return [...out];
 }
 
 /** "apply Deployment/resnet": one write in a line, for comparing what a reconcile wrote. */

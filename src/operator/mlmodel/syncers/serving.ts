@@ -67,9 +67,10 @@ export async function syncServing(
   const [deployments, services, autoscalers, budgets] = (await Promise.all(
     kinds.map(([kind, desired, current]) => applySet<Child>(ctx, kind, desired, current)),
   )) as [V1Deployment[], V1Service[], V2HorizontalPodAutoscaler[], V1PodDisruptionBudget[]];
-  const routes = await syncSet<KubeObject>(ctx, httpRouteKind, want.routes, live.routes);
+  await syncSet<KubeObject>(ctx, httpRouteKind, want.routes, live.routes);
   await Promise.all(kinds.map(([kind, desired, current]) => pruneSet<Child>(ctx, kind, desired, current)));
-  return { deployments, services, autoscalers, budgets, routes };
+  // A route is read for its weights (the status's traffic shares): the ones just applied.
+  return { deployments, services, autoscalers, budgets, routes: want.routes };
 }
 
 function optional<T>(child: T | undefined): T[] {
