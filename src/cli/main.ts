@@ -16,6 +16,7 @@ const commands: Record<string, () => Promise<CommandModule>> = {
   history: () => import("./commands/history.ts"),
   install: () => import("./commands/install.ts"),
   operator: () => import("./commands/operator.ts"),
+  promote: () => import("./commands/promote.ts"),
   rollback: () => import("./commands/rollback.ts"),
   status: () => import("./commands/status.ts"),
   start: () => import("./commands/start.ts"),
