@@ -421,6 +421,7 @@ function atStep(
       );
     }
     const next = plan.steps[index + 1]!;
+    const nextView = input.split(next.trafficPercent);
     const { stepReadyAt: _r, ...kept } = held;
     return {
       serve: { ...serve, percent: next.trafficPercent },
@@ -431,6 +432,8 @@ function atStep(
         step: index + 1,
         stepStartedAt: input.now,
         trafficPercent: next.trafficPercent,
+        effectivePercent: nextView.effectivePercent,
+        exact: nextView.exact,
         message: `moving to ${next.trafficPercent}% at ${stepLabel(index + 1, plan)}`,
         summary: `${shortRev(input, spec)} to ${next.trafficPercent}% (${stepLabel(index + 1, plan)})`,
       },

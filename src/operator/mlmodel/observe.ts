@@ -81,10 +81,9 @@ export function observe(
   if (!cached) return undefined;
   const key = keyString(ctx.request);
   const mine = written?.get(key);
-  const model: MLModel =
-    mine && mine.fromResourceVersion === cached.metadata.resourceVersion
-      ? { ...cached, status: mine.status }
-      : cached;
+  const model: MLModel = cacheBehind(mine, cached.metadata.resourceVersion)
+    ? { ...cached, status: mine!.status }
+    : cached;
   const ns = model.metadata.namespace!;
   const uid = model.metadata.uid!;
   const owned = <T>(kind: ResourceKind) =>
@@ -115,6 +114,23 @@ export function observe(
       .byIndex(podsByModelIndex, `${ns}/${model.metadata.name}`) as unknown as readonly V1Pod[],
     canary: observeCanary(ctx, model),
   };
+}
+
+/**
+ * Whether the cached model is older than the status this controller last wrote: it is the
+ * version that write was computed from, or (resourceVersions being etcd revisions, integers
+ * that grow with every write) any version before the one the write produced. A cache that lags
+ * by two writes would otherwise hand back the status before the last one.
+ */
+export function cacheBehind(
+  mine: { fromResourceVersion: string | undefined; resourceVersion?: string | undefined } | undefined,
+  cachedResourceVersion: string | undefined,
+): boolean {
+  if (!mine) return false;
+  if (mine.fromResourceVersion === cachedResourceVersion) return true;
+  const written = Number(mine.resourceVersion);
+  const cached = Number(cachedResourceVersion);
+  return Number.isSafeInteger(written) && Number.isSafeInteger(cached) && cached < written;
 }
 
 function referencedObjects(

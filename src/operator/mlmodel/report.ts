@@ -6,7 +6,7 @@
  */
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
-import type { EventRecorder, EventType } from "../../runtime/index.ts";
+import type { EventRecorder, EventType, KubeObject } from "../../runtime/index.ts";
 import { canaryEvent } from "../canary/status.ts";
 import { canonicalJson, fieldManager } from "../names.ts";
 import { justRolledBack } from "../rollback.ts";
@@ -22,7 +22,7 @@ export async function report(
 ): Promise<void> {
   const { model } = o;
   if (canonicalJson(operatorOwned(status)) === canonicalJson(operatorOwned(model.status))) return;
-  await ctx.client.applyStatus(
+  const applied = await ctx.client.applyStatus<KubeObject>(
     mlModelKind,
     {
       apiVersion: model.apiVersion,
@@ -32,7 +32,11 @@ export async function report(
     },
     { fieldManager, force: true, signal: ctx.signal },
   );
-  written?.set(o.key, { fromResourceVersion: o.cached.metadata.resourceVersion, status });
+  written?.set(o.key, {
+    fromResourceVersion: o.cached.metadata.resourceVersion,
+    resourceVersion: applied?.metadata?.resourceVersion,
+    status,
+  });
   const event = statusEvent(model.status, status);
   if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
   const step = canaryEvent(model.status?.canary, status.canary);

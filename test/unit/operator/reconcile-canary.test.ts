@@ -278,6 +278,43 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
     assert.deepEqual(events(w), ["Normal CanaryStep"]);
   });
 
+  it("a cache that lags by two status writes never takes the canary a step back", async () => {
+    const steps: Canary = {
+      steps: [{ trafficPercent: 20, pause: { durationSeconds: 300 } }, { trafficPercent: 60 }],
+    };
+    const w = await readyOn(image("1", steps));
+    respec(w, image("2", steps));
+    await step(w);
+    rolledOut(w, "resnet-canary");
+    // Write A (paused at step 1) and, once the pause is over, write B (step 2, the canary
+    // Deployment to 60 %) go out before the cache has seen either; then it sees all but B's
+    // status: the canary Deployment at 60 % beside a status that still says step 1.
+    assert.deepEqual((await w.reconcile()).writes, ["apply Deployment/resnet", "applyStatus MLModel/resnet"]);
+    w.now = new Date("2026-01-01T00:05:00Z");
+    const b = await w.reconcile();
+    assert.deepEqual(b.writes, [
+      "apply Deployment/resnet",
+      "apply Deployment/resnet-canary",
+      "applyStatus MLModel/resnet",
+    ]);
+    assert.equal(w.lastStatus()?.canary?.step, 1);
+    w.settle(4);
+    assert.equal(w.get<MLModel>(mlModelKind, "resnet")?.status?.canary?.phase, "Paused", "the cache holds A");
+    await w.reconcile();
+    assert.deepEqual(
+      [w.lastStatus()?.canary?.phase, w.lastStatus()?.canary?.step, w.lastStatus()?.canary?.effectivePercent],
+      ["Progressing", 1, 60],
+      "still on its way to step 2",
+    );
+    assert.equal(
+      applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.replicas,
+      3,
+      "60 %, not 20 % again",
+    );
+    w.settle();
+    assert.equal(w.get<MLModel>(mlModelKind, "resnet")?.status?.canary?.step, 1);
+  });
+
   it("an indefinite pause ends with the resume command for that step; the spent command goes", async () => {
     const steps: Canary = { steps: [{ trafficPercent: 20, pause: {} }, { trafficPercent: 40 }] };
     const w = await readyOn(image("1", steps));

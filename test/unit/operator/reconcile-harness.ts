@@ -42,6 +42,8 @@ export interface Write {
   force?: boolean;
   /** A patch of a subresource (status), or of the object itself (its metadata). */
   subresource?: string;
+  /** The resourceVersion a status write produced (the caches get it when they settle it). */
+  resourceVersion?: string;
 }
 
 interface Failure {
@@ -57,6 +59,8 @@ export const everyWrite: Write[] = [];
 /** A ModelClient that records every write and fails the ones it was told to. */
 export class RecordingClient implements ModelClient {
   readonly writes: Write[] = [];
+  /** Gives a status write the resourceVersion it produces, as the API server would. */
+  resourceVersions?: () => string;
   readonly #failures: Failure[] = [];
 
   /** The next write matching `match` fails with `code` (delete of a missing object answers false, as KubeClient's does). */
@@ -76,10 +80,20 @@ export class RecordingClient implements ModelClient {
     return this.#applied("applyStatus", kind, obj, opts);
   }
 
-  /** Server-side apply answers with the object as stored: here, as sent. */
+  /** Server-side apply answers with the object as stored: here, as sent (a status write with its new resourceVersion). */
   #applied<T extends KubeObject>(verb: WriteVerb, kind: ResourceKind, obj: T, opts: ApplyOptions): T {
-    this.#record({ verb, kind, ...keyOf(obj), body: structuredClone(obj), force: Boolean(opts.force) });
-    return structuredClone(obj);
+    const resourceVersion = verb === "applyStatus" ? this.resourceVersions?.() : undefined;
+    this.#record({
+      verb,
+      kind,
+      ...keyOf(obj),
+      body: structuredClone(obj),
+      force: Boolean(opts.force),
+      ...(resourceVersion ? { resourceVersion } : {}),
+    });
+    const stored = structuredClone(obj);
+    if (resourceVersion) stored.metadata.resourceVersion = resourceVersion;
+    return stored;
   }
 
   async patch<T extends KubeObject = KubeObject>(
@@ -201,6 +215,7 @@ export class World {
 
   constructor(...objects: [ResourceKind, KubeObject][]) {
     for (const [kind, obj] of objects) this.put(kind, obj);
+    this.client.resourceVersions = () => String(++this.#resourceVersion);
   }
 
   store(kind: ResourceKind): MemoryStore {
@@ -214,12 +229,12 @@ export class World {
     return store;
   }
 
-  /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion. */
-  put(kind: ResourceKind, obj: KubeObject): void {
+  /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion (or the one given). */
+  put(kind: ResourceKind, obj: KubeObject, resourceVersion?: string): void {
     const transform = modelCaches.find((c) => kindName(c.kind) === kindName(kind))?.options.transform;
     const stored = structuredClone(obj);
     stored.metadata.namespace ??= namespace;
-    stored.metadata.resourceVersion = String(++this.#resourceVersion);
+    stored.metadata.resourceVersion = resourceVersion ?? String(++this.#resourceVersion);
     this.store(kind).apply(transform ? (transform(stored) as KubeObject) : stored);
   }
 
@@ -274,9 +289,13 @@ export class World {
     return writes;
   }
 
-  /** The caches catch up with every write made so far: applied objects stored, deleted ones gone. */
-  settle(): void {
-    for (const w of this.client.writes.slice(this.#settled)) {
+  /**
+   * The caches catch up with every write made so far (or with the next `count` of them only, a
+   * cache that lags): applied objects stored, deleted ones gone.
+   */
+  settle(count?: number): void {
+    const end = count === undefined ? this.client.writes.length : this.#settled + count;
+    for (const w of this.client.writes.slice(this.#settled, end)) {
       if (w.verb === "delete") this.remove(w.kind, w.name);
       else if (w.verb === "apply") {
         const before = this.get(w.kind, w.name);
@@ -289,15 +308,16 @@ export class World {
         });
       } else {
         const patch = (w.body as { status?: Record<string, unknown> }).status ?? {};
-        this.update<MLModel>(mlModelKind, w.name, (m) => {
-          m.status =
-            w.verb === "applyStatus"
-              ? (patch as MLModel["status"])
-              : (mergePatch(m.status ?? {}, patch) as MLModel["status"]);
-        });
+        const m = this.get<MLModel>(mlModelKind, w.name);
+        if (!m) throw new Error(`no MLModel ${w.name} in the test world`);
+        m.status =
+          w.verb === "applyStatus"
+            ? (patch as MLModel["status"])
+            : (mergePatch(m.status ?? {}, patch) as MLModel["status"]);
+        this.put(mlModelKind, m, w.resourceVersion);
       }
     }
-    this.#settled = this.client.writes.length;
+    this.#settled = Math.min(end, this.client.writes.length);
   }
 
   /** The last status the reconcile wrote for the model. */
