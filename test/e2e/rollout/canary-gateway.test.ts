@@ -132,7 +132,7 @@ describe("a canary split by HTTPRoute weights (private cluster)", () => {
         "the stable keeps every replica; the canary carries ceil(10 % of 5)",
       );
       const r = await route();
-      assert.deepEqual((r?.spec as { parentRefs?: unknown }).parentRefs, [
+      assert.deepEqual((r?.spec as { parentRefs?: unknown } | undefined)?.parentRefs, [
         { name: "public", namespace: "infra" },
       ]);
       assert.equal(r?.metadata.ownerReferences?.[0]?.name, name);
