@@ -303,9 +303,15 @@ function progress(input: CanaryInput, plan: CanaryPlan, spec: string, stable: st
     };
   }
   if (record.phase === "Waiting") {
-    // The route can exist now: the step starts over from here.
+    // The canary can start now (the route can exist, the name is free): from its first step.
     const { stepReadyAt: _r, ...kept } = record;
-    record = { ...kept, stepStartedAt: input.now };
+    record = {
+      ...kept,
+      step: 0,
+      stepStartedAt: input.now,
+      reason: "Started",
+      message: `canary of ${rev(input, spec)} started beside ${rev(input, stable)} (it waited: ${record.reason})`,
+    };
     fresh = true;
   }
   if (!input.health.healthy) {

@@ -132,9 +132,12 @@ describe("a canary split by HTTPRoute weights (private cluster)", () => {
         "the stable keeps every replica; the canary carries ceil(10 % of 5)",
       );
       const r = await route();
-      assert.deepEqual((r?.spec as { parentRefs?: unknown } | undefined)?.parentRefs, [
-        { name: "public", namespace: "infra" },
-      ]);
+      const parents = (r?.spec as { parentRefs?: { name: string; namespace?: string }[] } | undefined)
+        ?.parentRefs;
+      assert.deepEqual(
+        parents?.map((p) => `${p.namespace}/${p.name}`),
+        ["infra/public"],
+      );
       assert.equal(r?.metadata.ownerReferences?.[0]?.name, name);
     } finally {
       polling = false;

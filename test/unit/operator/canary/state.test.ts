@@ -373,7 +373,19 @@ describe("canary state machine: edits and the Gateway API", () => {
     assert.equal(canaryEvent(undefined, waiting.status)?.type, "Warning");
     const started = next(waiting, { plan: gw, gatewayServed: true, now: at(120), split: ready });
     assert.deepEqual(started.serve, { kind: "split", stable: "old", canary: "new", percent: 10 });
-    assert.deepEqual([started.status?.phase, started.status?.stepStartedAt], ["Progressing", at(120)]);
+    assert.deepEqual(
+      [started.status?.phase, started.status?.reason, started.status?.stepStartedAt],
+      ["Progressing", "Started", at(120)],
+    );
+    assert.match(
+      started.status?.message ?? "",
+      /started beside revision 3 \(old\) \(it waited: GatewayAPIUnavailable\)/,
+    );
+    assert.equal(
+      canaryEvent(waiting.status, started.status)?.reason,
+      "CanaryStarted",
+      "said once it really starts",
+    );
   });
   it("lets mlmodel promote through while waiting for the Gateway API", () => {
     const gw = plan({
