@@ -104,16 +104,21 @@ export async function canaryKillScenario(opts: {
     opts.log(`canary: ${opts.models} models ready on v1; starting their canaries`);
 
     let killPending = false;
+    // One kill at a time (a kill after a command may come while one after a transition waits).
+    let killing: Promise<void> = Promise.resolve();
     /** SIGKILL and restart at once (no wait for readiness: the next kill may land mid-list). */
-    const kill = async (why: "transition" | "command") => {
-      if (result.kills >= opts.kills) return;
-      result.kills++;
-      if (why === "transition") result.killsAfterTransition++;
-      else result.killsAfterCommand++;
-      if (!op.alive) result.crashes++;
-      await op.kill("SIGKILL");
-      op = await s.start();
-      opts.log(`canary: kill ${result.kills}/${opts.kills} after a ${why}: restarted as pid ${op.pid}`);
+    const kill = (why: "transition" | "command"): Promise<void> => {
+      killing = killing.then(async () => {
+        if (result.kills >= opts.kills) return;
+        result.kills++;
+        if (why === "transition") result.killsAfterTransition++;
+        else result.killsAfterCommand++;
+        if (!op.alive) result.crashes++;
+        await op.kill("SIGKILL");
+        op = await s.start();
+        opts.log(`canary: kill ${result.kills}/${opts.kills} after a ${why}: restarted as pid ${op.pid}`);
+      });
+      return killing;
     };
     const killSoon = (why: "transition" | "command", delayMs: number) => {
       if (killPending || result.kills >= opts.kills) return;
@@ -194,6 +199,7 @@ export async function canaryKillScenario(opts: {
       await sleep(150);
     }
     while (killPending) await sleep(100);
+    await killing;
     if (!op.alive) result.crashes++;
     await waitReady(op, 300_000);
     opts.log(
