@@ -27,6 +27,16 @@ export function specWithScaling(revisionSpec: MLModelSpec, current: MLModelSpec)
   };
 }
 
+/**
+ * A recorded revision served again, today: its serving spec with the user's current scaling and
+ * rollout block (neither is part of a revision, so neither changes which revision it is). What
+ * `mlmodel rollback` writes and what a canary's stable Deployment serves.
+ */
+export function specServedAgain(revisionSpec: MLModelSpec, current: MLModelSpec): MLModelSpec {
+  const { rollout: _recorded, ...rest } = specWithScaling(revisionSpec, current);
+  return { ...rest, ...(current.rollout ? { rollout: current.rollout } : {}) };
+}
+
 export function revisionName(model: string, hash: string): string {
   return `${model}-${hash}`;
 }

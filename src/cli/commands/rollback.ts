@@ -15,7 +15,7 @@ import type { V1ControllerRevision } from "@kubernetes/client-node";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../api/mlmodel.ts";
 import { commandAnnotations } from "../../operator/canary/commands.ts";
-import { revisionHash, revisionSpec, rollbackTarget, specWithScaling } from "../../operator/revisions.ts";
+import { revisionHash, revisionSpec, rollbackTarget, specServedAgain } from "../../operator/revisions.ts";
 import { CliError } from "../errors.ts";
 import { commonFlags, commonFlagsHelp, openSession, parseModelCommand } from "../views/session.ts";
 import { readRevisions } from "./history.ts";
@@ -80,8 +80,7 @@ export async function run(argv: string[]): Promise<number> {
  * revision), the command that promotes it at once.
  */
 export function rollbackPatch(model: MLModel, target: V1ControllerRevision, spec: MLModelSpec): object[] {
-  const { rollout: _recorded, ...served } = specWithScaling(spec, model.spec);
-  const next: MLModelSpec = { ...served, ...(model.spec.rollout ? { rollout: model.spec.rollout } : {}) };
+  const next = specServedAgain(spec, model.spec);
   const hash = revisionHash(target);
   const promote = model.spec.rollout?.canary && hash && hash !== model.status?.revision?.lastReady;
   const key = commandAnnotations.promote;

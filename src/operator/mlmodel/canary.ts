@@ -34,7 +34,7 @@ import { desiredAutoscaler, desiredDisruptionBudget, desiredService } from "../d
 import { childNames, labels } from "../names.ts";
 import { defaults, type ServingPlan } from "../plan.ts";
 import { isPodReady, terminationMessage } from "../pods.ts";
-import { revisionHash, revisionSpec, specWithScaling } from "../revisions.ts";
+import { revisionHash, revisionSpec, specServedAgain } from "../revisions.ts";
 import { jobEnd, jobState } from "../status.ts";
 import type { ReadContext } from "./context.ts";
 import type { Children, Observation } from "./observe.ts";
@@ -194,8 +194,7 @@ function revisionPlans(
     const recorded = revisions.find((r) => revisionHash(r) === hash);
     const spec = recorded && revisionSpec(recorded);
     if (!spec) return undefined;
-    const { rollout: _recorded, ...rest } = specWithScaling(spec, model.spec);
-    return input.planOf({ ...rest, ...(model.spec.rollout ? { rollout: model.spec.rollout } : {}) });
+    return input.planOf(specServedAgain(spec, model.spec));
   };
 }
 

@@ -107,6 +107,21 @@ async function readyOn(spec: MLModelSpec): Promise<World> {
   return w;
 }
 
+/** A model whose canary of image 2 is paused at 20 %, the stable at 4 replicas. */
+async function paused(canary: Canary = { trafficPercent: 20 }): Promise<World> {
+  const w = await readyOn(image("1", canary));
+  respec(w, image("2", canary));
+  await step(w);
+  rolledOut(w, "resnet-canary");
+  await step(w);
+  rolledOut(w, "resnet", 4);
+  await step(w);
+  assert.equal(w.lastStatus()?.canary?.phase, "Paused");
+  w.newWrites();
+  w.events.length = 0;
+  return w;
+}
+
 function setJob(w: World, name: string, status: V1Job["status"]): void {
   w.update<KubeObject & V1Job>(builtinKinds.Job, name, (j) => {
     j.status = status;
@@ -116,6 +131,10 @@ const complete = { succeeded: 1, conditions: [{ type: "Complete", status: "True"
 
 const applied = <T>(w: World, kind: string, name: string): T =>
   w.client.writes.findLast((x) => x.verb === "apply" && x.kind.kind === kind && x.name === name)?.body as T;
+const replicasOf = (w: World, deployment: string) =>
+  applied<V1Deployment>(w, "Deployment", deployment).spec?.replicas;
+const revisionApplied = (w: World, deployment: string) =>
+  applied<V1Deployment>(w, "Deployment", deployment).spec?.template.metadata?.labels?.[labels.revision];
 const events = (w: World) => w.events.map((e) => `${e.type} ${e.reason}`);
 
 describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
@@ -164,7 +183,7 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
     rolledOut(w, "resnet-canary");
     w.events.length = 0;
     assert.deepEqual(await step(w), ["apply Deployment/resnet", "applyStatus MLModel/resnet"]);
-    assert.equal(applied<V1Deployment>(w, "Deployment", "resnet").spec?.replicas, 4);
+    assert.equal(replicasOf(w, "resnet"), 4);
     s = w.lastStatus()!;
     assert.deepEqual([s.canary?.phase, s.canary?.reason], ["Paused", "WaitingForPromotion"]);
     assert.equal(s.canary?.summary, "rev 2 at 20% (step 1/1, paused)");
@@ -251,7 +270,8 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
 });
 
 describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
-  it("a timed pause holds the step and asks to be woken at its end, then moves on", async () => {
+  /** A canary of 20 % held 5 minutes, then 60 %: started, its replica ready (not yet judged). */
+  async function timedCanaryReady(): Promise<World> {
     const steps: Canary = {
       steps: [{ trafficPercent: 20, pause: { durationSeconds: 300 } }, { trafficPercent: 60 }],
     };
@@ -259,6 +279,11 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
     respec(w, image("2", steps));
     await step(w);
     rolledOut(w, "resnet-canary");
+    return w;
+  }
+
+  it("a timed pause holds the step and asks to be woken at its end, then moves on", async () => {
+    const w = await timedCanaryReady();
     const paused = await w.reconcile();
     w.settle();
     assert.equal(w.lastStatus()?.canary?.phase, "Paused");
@@ -273,19 +298,13 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
     w.now = new Date("2026-01-01T00:05:00Z");
     w.events.length = 0;
     assert.deepEqual(await step(w), ["apply Deployment/resnet-canary", "applyStatus MLModel/resnet"]);
-    assert.equal(applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.replicas, 3, "60 % of 5");
+    assert.equal(replicasOf(w, "resnet-canary"), 3, "60 % of 5");
     assert.deepEqual([w.lastStatus()?.canary?.step, w.lastStatus()?.canary?.phase], [1, "Progressing"]);
     assert.deepEqual(events(w), ["Normal CanaryStep"]);
   });
 
   it("a cache that lags by two status writes never takes the canary a step back", async () => {
-    const steps: Canary = {
-      steps: [{ trafficPercent: 20, pause: { durationSeconds: 300 } }, { trafficPercent: 60 }],
-    };
-    const w = await readyOn(image("1", steps));
-    respec(w, image("2", steps));
-    await step(w);
-    rolledOut(w, "resnet-canary");
+    const w = await timedCanaryReady();
     // Write A (paused at step 1) and, once the pause is over, write B (step 2, the canary
     // Deployment to 60 %) go out before the cache has seen either; then it sees all but B's
     // status: the canary Deployment at 60 % beside a status that still says step 1.
@@ -306,11 +325,7 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
       ["Progressing", 1, 60],
       "still on its way to step 2",
     );
-    assert.equal(
-      applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.replicas,
-      3,
-      "60 %, not 20 % again",
-    );
+    assert.equal(replicasOf(w, "resnet-canary"), 3, "60 %, not 20 % again");
     w.settle();
     assert.equal(w.get<MLModel>(mlModelKind, "resnet")?.status?.canary?.step, 1);
   });
@@ -334,7 +349,7 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
       "applyStatus MLModel/resnet",
     ]);
     assert.equal(w.lastStatus()?.canary?.step, 1);
-    assert.equal(applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.replicas, 2, "40 % of 5");
+    assert.equal(replicasOf(w, "resnet-canary"), 2, "40 % of 5");
   });
 
   it("a crash-looping canary is aborted: recorded, rolled back, its Deployment deleted, Warnings said", async () => {
@@ -386,25 +401,14 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
   });
 
   it("mlmodel rollback (the spec back at the stable revision) aborts a serving canary after the stable is whole again", async () => {
-    const w = await readyOn(image("1"));
-    respec(w, image("2"));
-    await step(w);
-    rolledOut(w, "resnet-canary");
-    await step(w);
-    rolledOut(w, "resnet", 4);
-    await step(w);
+    const w = await paused();
     respec(w, image("1"));
-    w.events.length = 0;
     assert.deepEqual(await step(w), [
       `apply ControllerRevision/resnet-${revisionOf(image("1"))}`,
       "apply Deployment/resnet",
       "applyStatus MLModel/resnet",
     ]);
-    assert.equal(
-      applied<V1Deployment>(w, "Deployment", "resnet").spec?.replicas,
-      5,
-      "the stable scales back",
-    );
+    assert.equal(replicasOf(w, "resnet"), 5, "the stable scales back");
     assert.deepEqual(
       [w.lastStatus()?.canary?.phase, w.lastStatus()?.canary?.reason],
       ["Aborting", "RolledBack"],
@@ -450,21 +454,6 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
 });
 
 describe("reconcileMLModel with a canary: edits while it runs", () => {
-  /** A model whose canary of image 2 is paused at 20 %, the stable at 4 replicas. */
-  async function paused(canary: Canary = { trafficPercent: 20 }): Promise<World> {
-    const w = await readyOn(image("1", canary));
-    respec(w, image("2", canary));
-    await step(w);
-    rolledOut(w, "resnet-canary");
-    await step(w);
-    rolledOut(w, "resnet", 4);
-    await step(w);
-    assert.equal(w.lastStatus()?.canary?.phase, "Paused");
-    w.newWrites();
-    w.events.length = 0;
-    return w;
-  }
-
   it("a third revision replaces the canary: one canary Deployment rolls to it, step 1 again", async () => {
     const w = await paused();
     const Y = revisionOf(image("3"));
@@ -477,16 +466,11 @@ describe("reconcileMLModel with a canary: edits while it runs", () => {
       "applyStatus MLModel/resnet",
     ]);
     assert.equal(
-      applied<V1Deployment>(w, "Deployment", "resnet").spec?.replicas,
+      replicasOf(w, "resnet"),
       5,
       "the stable takes its replica back until the new canary's is ready",
     );
-    assert.equal(
-      applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.template.metadata?.labels?.[
-        labels.revision
-      ],
-      Y,
-    );
+    assert.equal(revisionApplied(w, "resnet-canary"), Y);
     const c = w.lastStatus()?.canary;
     assert.deepEqual([c?.phase, c?.reason, c?.step, c?.revision], ["Progressing", "Replaced", 0, Y]);
     assert.deepEqual(events(w), ["Normal CanaryReplaced"]);
@@ -496,7 +480,7 @@ describe("reconcileMLModel with a canary: edits while it runs", () => {
     const w = await paused();
     respec(w, image("2", { steps: [{ trafficPercent: 40, pause: {} }] }));
     assert.deepEqual(await step(w), ["apply Deployment/resnet-canary", "applyStatus MLModel/resnet"]);
-    assert.equal(applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.replicas, 2, "40 % of 5");
+    assert.equal(replicasOf(w, "resnet-canary"), 2, "40 % of 5");
     assert.deepEqual([w.lastStatus()?.canary?.reason, w.lastStatus()?.canary?.step], ["StepsChanged", 0]);
     assert.deepEqual(events(w), ["Normal CanaryRestarted"]);
 
@@ -505,10 +489,7 @@ describe("reconcileMLModel with a canary: edits while it runs", () => {
     respec(w, withoutCanary);
     const writes = await step(w);
     assert.ok(writes.includes("apply Deployment/resnet"), `${writes}`);
-    assert.equal(
-      applied<V1Deployment>(w, "Deployment", "resnet").spec?.template.metadata?.labels?.[labels.revision],
-      revisionOf(image("2")),
-    );
+    assert.equal(revisionApplied(w, "resnet"), revisionOf(image("2")));
     assert.deepEqual(
       [w.lastStatus()?.canary?.phase, w.lastStatus()?.canary?.reason],
       ["Promoting", "CanaryRemoved"],
@@ -529,11 +510,7 @@ describe("reconcileMLModel with a canary: edits while it runs", () => {
       "apply Service/resnet-canary",
       "applyStatus MLModel/resnet",
     ]);
-    assert.equal(
-      applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.replicas,
-      1,
-      "round(4 x 20 / 80)",
-    );
+    assert.equal(replicasOf(w, "resnet-canary"), 1, "round(4 x 20 / 80)");
     const hpa = w.get<KubeObject & { spec: { scaleTargetRef: { name: string } } }>(
       builtinKinds.HorizontalPodAutoscaler,
       "resnet",
@@ -594,7 +571,7 @@ describe("reconcileMLModel with a canary: the Gateway API", () => {
         }
       ).rules[0]!.backendRefs.map((b) => `${b.name}=${b.weight}`);
     assert.deepEqual(weights(), ["resnet-stable=100"]);
-    assert.equal(applied<V1Deployment>(w, "Deployment", "resnet-canary").spec?.replicas, 1);
+    assert.equal(replicasOf(w, "resnet-canary"), 1);
 
     w.newWrites();
     rolledOut(w, "resnet-canary");
