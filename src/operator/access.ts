@@ -26,11 +26,6 @@ export const operatorAccess: Access[] = [
   { kind: mlModelKind, verbs: read, why: "the primary kind" },
   {
     kind: mlModelKind,
-    verbs: ["patch"],
-    why: "removes spent canary command annotations (a merge patch of metadata.annotations)",
-  },
-  {
-    kind: mlModelKind,
     subresource: "status",
     verbs: ["get", "patch"],
     why: "writes status (server-side apply)",

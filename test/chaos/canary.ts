@@ -8,7 +8,7 @@
  * - no second canary: each canary started once (one startedAt, one CanaryStarted Event);
  * - no double step: status.canary.step never went back and never skipped a step;
  * - no lost promotion: every model whose promote command was written ends Promoted, its new
- *   revision the last ready one, serving every replica, the command removed;
+ *   revision the last ready one, serving every replica;
  * - no orphan: exactly the model's own children are left (no canary Deployment, ReplicaSet,
  *   per-revision Service or pod).
  *
@@ -18,7 +18,6 @@ import type { V1ReplicaSet } from "@kubernetes/client-node";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../src/api/mlmodel.ts";
 import { promoteRequest } from "../../src/cli/commands/promote.ts";
-import { commandAnnotations } from "../../src/operator/canary/commands.ts";
 import { labels } from "../../src/operator/names.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../src/runtime/index.ts";
 import { labelled, servingPods, times } from "../e2e/rollout/canary-helpers.ts";
@@ -41,7 +40,7 @@ export interface CanaryKillResult {
   secondCanaries: number;
   /** Models whose status.canary.step went back or skipped one. */
   doubleSteps: number;
-  /** Objects left beyond each model's own children, and command annotations left. */
+  /** Objects left beyond each model's own children. */
   orphans: string[];
   problems: string[];
 }
@@ -300,9 +299,6 @@ async function checkLeft(
     const pods = await servingPods(admin, chaosNamespace, name);
     if (pods.join() !== times(replicas, `${revision} ready`).join())
       orphans.push(`${name} pods: ${pods.join(", ")}`);
-    const model = await admin.get<MLModel>(mlModelKind, { namespace: chaosNamespace, name });
-    for (const key of Object.values(commandAnnotations))
-      if (model?.metadata.annotations?.[key] !== undefined) orphans.push(`${name}: annotation ${key} left`);
     const about = events.filter((e) => e.regarding?.name === name);
     started.set(
       name,

@@ -14,7 +14,7 @@
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../api/mlmodel.ts";
-import { commandAnnotations } from "../../operator/canary/commands.ts";
+import { rollbackPromoteAnnotation } from "../../operator/canary/commands.ts";
 import { revisionHash, revisionSpec, rollbackTarget, specServedAgain } from "../../operator/revisions.ts";
 import { CliError } from "../errors.ts";
 import { commonFlags, commonFlagsHelp, openSession, parseModelCommand } from "../views/session.ts";
@@ -77,18 +77,21 @@ export async function run(argv: string[]): Promise<number> {
 /**
  * The JSON patch of a rollback (pure): the target's serving spec with the current scaling and
  * rollout block, and, when a canary would otherwise run for it (the target is not the stable
- * revision), the command that promotes it at once.
+ * revision), the command that promotes the canary of that spec at once (named by the
+ * generation the spec gets: the patch changes the spec, so it is the next one).
  */
 export function rollbackPatch(model: MLModel, target: V1ControllerRevision, spec: MLModelSpec): object[] {
   const next = specServedAgain(spec, model.spec);
   const hash = revisionHash(target);
-  const promote = model.spec.rollout?.canary && hash && hash !== model.status?.revision?.lastReady;
-  const key = commandAnnotations.promote;
+  const promote =
+    model.spec.rollout?.canary && hash && hash !== model.status?.revision?.lastReady
+      ? rollbackPromoteAnnotation(hash, (model.metadata.generation ?? 0) + 1)
+      : undefined;
   const annotate = !promote
     ? []
     : model.metadata.annotations
-      ? [{ op: "add", path: `/metadata/annotations/${key.replace("/", "~1")}`, value: hash }]
-      : [{ op: "add", path: "/metadata/annotations", value: { [key]: hash } }];
+      ? [{ op: "add", path: `/metadata/annotations/${promote.key.replace("/", "~1")}`, value: promote.value }]
+      : [{ op: "add", path: "/metadata/annotations", value: { [promote.key]: promote.value } }];
   return [
     { op: "test", path: "/metadata/resourceVersion", value: model.metadata.resourceVersion },
     { op: "replace", path: "/spec", value: next },

@@ -2,9 +2,9 @@
  * The canary in the MLModel reconcile (docs/canary.md): what each stage adds for a model whose
  * spec has rollout.canary, or whose status remembers one. The decisions are the pure functions
  * of src/operator/canary/; this file gathers their inputs from the observation (observe,
- * decide), turns their answer into the serving children (sync) and into status (assess), and
- * finds the spent command annotations (cleanup). A model that never had a canary never comes
- * here: its reconcile is the one it always was, write for write.
+ * decide), and turns their answer into the serving children (sync) and into status (assess).
+ * A model that never had a canary never comes here: its reconcile is the one it always was,
+ * write for write.
  */
 import type { V1ControllerRevision, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import type { CanaryStatus, MLModel, MLModelSpec, MLModelStatus } from "../../api/mlmodel.ts";
@@ -14,7 +14,7 @@ import {
   type OwnerReference,
   type ResourceKind,
 } from "../../runtime/index.ts";
-import { readCommands, staleCommands } from "../canary/commands.ts";
+import { readCommands } from "../canary/commands.ts";
 import {
   canaryNames,
   desiredCanaryChildren,
@@ -133,7 +133,7 @@ export function decideCanaryStage(o: Observation, input: CanaryDecideInput): Can
     ...(model.status?.revision?.failed ? { failed: model.status.revision.failed } : {}),
     autoRollback: model.spec.rollout?.autoRollback !== false,
     gatewayServed: o.canary.gatewayServed,
-    commands: readCommands(model.metadata.annotations),
+    commands: readCommands(model.metadata.annotations, model.status?.canary, model.metadata.generation),
     health: canaryHealth({
       pods: canaryPods,
       ...(canaryLive ? { deployment: canaryLive } : {}),
@@ -456,17 +456,4 @@ export function canaryRequeue(
     (x): x is number => x !== undefined,
   );
   return waits.length ? Math.min(...waits) : undefined;
-}
-
-// ---------------------------------------------------------------------------------- cleanup
-
-/** The command annotations that can no longer apply, judged on the status just computed. */
-export function spentCommands(model: MLModel, specRevision: string, status: MLModelStatus): string[] {
-  const canary = status.canary;
-  return staleCommands(
-    model.metadata.annotations,
-    specRevision,
-    status.revision?.lastReady,
-    isRunning(canary) ? canary?.step : undefined,
-  );
 }

@@ -1,7 +1,7 @@
 /**
  * Stage 5, cleanup: what is no longer needed goes. Revisions beyond the history limit go at
- * every reconcile (never the one served, the last ready one or the spec's), and so do canary
- * command annotations that can no longer apply. The rest only once the model serves (phase
+ * every reconcile (never the one served, the last ready one or the spec's). The rest only once
+ * the model serves (phase
  * Ready): old download Jobs (their content is no longer used; a canary's and the stable one's
  * are both in use), our claim when the model moved to pvc:// or an image, and in model storage
  * every content directory no kept revision uses (a prune Job; an aborted canary's content
@@ -9,21 +9,13 @@
  * them out in order.
  */
 import type { V1Job } from "@kubernetes/client-node";
-import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
-import {
-  ApiError,
-  builtinKinds,
-  controllerOwnerRef,
-  type KubeObject,
-  type ResourceKind,
-} from "../../runtime/index.ts";
+import { builtinKinds, controllerOwnerRef, type KubeObject, type ResourceKind } from "../../runtime/index.ts";
 import { contentToKeepWithCanary } from "../canary/prune.ts";
 import { fieldManager } from "../names.ts";
 import type { OperatorConfig } from "../plan.ts";
 import { desiredPruneJob } from "../prune.ts";
 import { defaultRevisionHistoryLimit, revisionsToPrune } from "../revisions.ts";
-import { spentCommands } from "./canary.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
@@ -33,9 +25,7 @@ import { type Child, deleteChild } from "./syncers/apply.ts";
 export type CleanupStep =
   | { verb: "delete"; kind: ResourceKind; object: Child }
   /** The Job that prunes model storage (created once; its name hashes what it keeps). */
-  | { verb: "prune"; job: V1Job }
-  /** Canary command annotations that can no longer apply (a merge patch of the model's metadata). */
-  | { verb: "unannotate"; keys: string[]; resourceVersion?: string };
+  | { verb: "prune"; job: V1Job };
 
 export function cleanupSteps(
   o: Observation,
@@ -51,11 +41,6 @@ export function cleanupSteps(
   const pruned = revisionsToPrune(s.revisions, historyLimit, keep);
   for (const old of pruned)
     steps.push({ verb: "delete", kind: builtinKinds.ControllerRevision, object: old });
-  const spent = d.canary && d.specRevision ? spentCommands(o.cached, d.specRevision, status) : [];
-  if (spent.length > 0) {
-    const resourceVersion = o.cached.metadata.resourceVersion;
-    steps.push({ verb: "unannotate", keys: spent, ...(resourceVersion ? { resourceVersion } : {}) });
-  }
   if (status.phase !== "Ready" || !plan) return steps;
 
   const keptRevisions = s.revisions.filter((r) => !pruned.includes(r));
@@ -79,20 +64,10 @@ export function cleanupSteps(
   return steps;
 }
 
-/** Carries the steps out; true when the model changed under a step and the reconcile should come back. */
-export async function cleanup(
-  ctx: WriteContext,
-  model: { namespace: string; name: string },
-  steps: readonly CleanupStep[],
-): Promise<boolean> {
-  let comeBack = false;
+export async function cleanup(ctx: WriteContext, steps: readonly CleanupStep[]): Promise<void> {
   for (const step of steps) {
     if (step.verb === "delete") {
       await deleteChild(ctx, step.kind, step.object);
-      continue;
-    }
-    if (step.verb === "unannotate") {
-      comeBack = (await removeAnnotations(ctx, model, step)) || comeBack;
       continue;
     }
     ctx.log.info({ job: step.job.metadata?.name }, "pruning old model versions from storage");
@@ -101,35 +76,5 @@ export async function cleanup(
       force: true,
       signal: ctx.signal,
     });
-  }
-  return comeBack;
-}
-
-/**
- * Removes spent command annotations with a merge patch that names the resourceVersion they were
- * read at: a command written since (by `mlmodel promote`) makes it a conflict, never a loss.
- * True on that conflict: the reconcile comes back to judge the new command.
- */
-async function removeAnnotations(
-  ctx: WriteContext,
-  model: { namespace: string; name: string },
-  step: Extract<CleanupStep, { verb: "unannotate" }>,
-): Promise<boolean> {
-  ctx.log.info({ annotations: step.keys }, "removing spent canary command annotations");
-  const annotations = Object.fromEntries(step.keys.map((k) => [k, null]));
-  try {
-    await ctx.client.patch(
-      mlModelKind,
-      model,
-      {
-        metadata: { ...(step.resourceVersion ? { resourceVersion: step.resourceVersion } : {}), annotations },
-      },
-      "merge",
-      { fieldManager, signal: ctx.signal },
-    );
-    return false;
-  } catch (err) {
-    if (err instanceof ApiError && err.code === 409) return true;
-    throw err;
   }
 }

@@ -16,8 +16,7 @@ import type {
 
 /**
  * The writes the MLModel reconciler makes, nothing more: server-side apply of children and of
- * the status, merge patches (of the status, clearing the downloader's fields; of the model's
- * annotations, removing spent canary commands), and delete.
+ * the status, a merge patch of the status (clearing the downloader's fields), and delete.
  */
 export type ModelClient = Pick<KubeClient, "apply" | "applyStatus" | "patch" | "delete">;
 

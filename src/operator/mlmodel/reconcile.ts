@@ -45,9 +45,8 @@ export async function reconcileMLModel(
   const decision = decide(observed);
   const synced = await syncChildren(ctx, observed, decision, options);
   const { status, requeueAfterMs } = assess(observed, decision, synced);
-  const model = { namespace: observed.model.metadata.namespace!, name: observed.model.metadata.name! };
-  const changed = await cleanup(ctx, model, cleanupSteps(observed, decision, synced, status, options));
+  await cleanup(ctx, cleanupSteps(observed, decision, synced, status, options));
   await report(ctx, observed, status, options.writtenStatus);
-  const after = requeueAfterMs ?? (synced.retryLater || changed ? replaceJobAfterMs : undefined);
+  const after = requeueAfterMs ?? (synced.retryLater ? replaceJobAfterMs : undefined);
   return after === undefined ? undefined : { requeueAfterMs: after };
 }

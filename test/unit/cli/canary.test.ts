@@ -61,7 +61,7 @@ describe("mlmodel promote", () => {
   it("names the canary's revision, or its revision and step with --step", () => {
     assert.deepEqual(promoteRequest(withCanary(paused)), {
       key: commandAnnotations.promote,
-      value: X,
+      value: `${X}@${Date.parse(paused.startedAt!)}`,
       describe: `promoting the canary of revision 4 (${X}) of resnet`,
     });
     const stepped = promoteRequest(withCanary({ ...paused, steps: 3, step: 1, reason: "StepPaused" }), {
@@ -69,7 +69,7 @@ describe("mlmodel promote", () => {
     });
     assert.deepEqual(stepped, {
       key: commandAnnotations.resume,
-      value: `${X}:1`,
+      value: `${X}@${Date.parse(paused.startedAt!)}:1`,
       describe: `ending step 2's pause of the canary of revision 4 (${X}) of resnet`,
     });
   });
@@ -123,20 +123,20 @@ describe("mlmodel rollback with a canary", () => {
     ]);
   });
 
-  it("to another revision: promoted at once (a rollback never waits on canary steps)", () => {
+  it("to another revision: promoted at once, named by the generation the spec gets (a rollback never waits on canary steps)", () => {
     const m = withCanary(paused);
     const target = revision("0ld0000001", 1, oldSpec);
     const patch = rollbackPatch(m, target, revisionSpec(target)!);
     assert.deepEqual(patch[2], {
       op: "add",
       path: "/metadata/annotations",
-      value: { [commandAnnotations.promote]: "0ld0000001" },
+      value: { [commandAnnotations.promote]: "0ld0000001@g2" },
     });
     m.metadata.annotations = { note: "x" };
     assert.deepEqual(rollbackPatch(m, target, revisionSpec(target)!)[2], {
       op: "add",
       path: "/metadata/annotations/serving.mlmodel.dev~1canary-promote",
-      value: "0ld0000001",
+      value: "0ld0000001@g2",
     });
   });
 });

@@ -9,7 +9,7 @@ import { describe, it } from "node:test";
 import type { V1Deployment, V1Job, V1Service } from "@kubernetes/client-node";
 import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
-import { commandAnnotations } from "../../../src/operator/canary/commands.ts";
+import { commandAnnotations, promoteAnnotation } from "../../../src/operator/canary/commands.ts";
 import { httpRouteKind, trackLabel } from "../../../src/operator/canary/desired.ts";
 import { servingPodTemplate } from "../../../src/operator/desired.ts";
 import { canaryRecheckMs } from "../../../src/operator/mlmodel/canary.ts";
@@ -59,9 +59,12 @@ function respec(w: World, spec: MLModelSpec): void {
   });
 }
 
-function annotate(w: World, key: string, value: string): void {
+/** What `mlmodel promote [--step]` writes for the canary the status shows. */
+function promote(w: World, options: { step?: boolean } = {}): void {
+  const command = promoteAnnotation(w.get<MLModel>(mlModelKind, "resnet")?.status?.canary, options);
+  assert.ok(!("error" in command), JSON.stringify(command));
   w.update<MLModel>(mlModelKind, "resnet", (m) => {
-    m.metadata.annotations = { ...m.metadata.annotations, [key]: value };
+    m.metadata.annotations = { ...m.metadata.annotations, [command.key]: command.value };
   });
 }
 
@@ -201,8 +204,8 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
     );
     assert.equal(s.phase, "Ready", "the model serves throughout");
 
-    // mlmodel promote: the annotation names the canary's revision.
-    annotate(w, commandAnnotations.promote, X);
+    // mlmodel promote: the annotation names the canary (its revision and start).
+    promote(w);
     w.events.length = 0;
     assert.deepEqual(await step(w), [
       "apply Deployment/resnet",
@@ -231,13 +234,7 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
     rolledOut(w, "resnet", 5);
     const done = await w.reconcile();
     w.settle();
-    // The status now says X is the last ready revision: the promote command is spent.
-    assert.deepEqual(done.writes, ["patch MLModel/resnet", "applyStatus MLModel/resnet"]);
-    const patch = w.client.writes.findLast((x) => x.verb === "patch")?.body as {
-      metadata: { annotations: Record<string, null>; resourceVersion: string };
-    };
-    assert.deepEqual(patch.metadata.annotations, { [commandAnnotations.promote]: null });
-    assert.ok(patch.metadata.resourceVersion, "the removal names the version it read");
+    assert.deepEqual(done.writes, ["applyStatus MLModel/resnet"]);
     assert.equal(w.lastStatus()?.revision?.lastReady, X);
     assert.deepEqual(done.result, { requeueAfterMs: canaryRecheckMs }, "the promotion's end is judged next");
 
@@ -255,7 +252,11 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
     assert.equal(s.canary?.canaryURL, undefined);
     assert.equal(s.conditions?.find((c) => c.type === "Canary")?.status, "False");
     assert.deepEqual(events(w), ["Normal CanaryPromoted"]);
-    assert.equal(w.get(mlModelKind, "resnet")?.metadata.annotations?.[commandAnnotations.promote], undefined);
+    assert.match(
+      w.get(mlModelKind, "resnet")?.metadata.annotations?.[commandAnnotations.promote] ?? "",
+      new RegExp(`^${X}@\\d+$`),
+      "the spent command stays, inert: the operator writes only the status",
+    );
 
     // The garbage collector removes the canary's pods: the status counts the stable's alone.
     for (const p of w.store(builtinKinds.Pod).list("ml"))
@@ -266,6 +267,49 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
       [5, [["Stable", 100]]],
     );
     assert.deepEqual(await step(w), [], "settled");
+  });
+});
+
+describe("reconcileMLModel with a canary: commands", () => {
+  it("a promote left behind never promotes a later canary of the same revision", async () => {
+    const w = await paused();
+    const X = revisionOf(image("2"));
+    promote(w);
+    await step(w);
+    rolledOut(w, "resnet", 5);
+    await step(w);
+    await step(w);
+    assert.equal(w.lastStatus()?.canary?.phase, "Promoted");
+    // Revision 3 rolls out at once (trafficPercent 100), then the spec is back at X's: a new
+    // canary of X, beside revision 3, with X's old promote command still on the model.
+    respec(w, image("3", { trafficPercent: 100 }));
+    await step(w);
+    rolledOut(w, "resnet", 5);
+    await step(w);
+    await step(w);
+    assert.equal(w.lastStatus()?.revision?.lastReady, revisionOf(image("3")));
+    w.now = new Date("2026-01-01T01:00:00Z");
+    respec(w, image("2"));
+    await step(w);
+    rolledOut(w, "resnet-canary");
+    await step(w);
+    const c = w.lastStatus()?.canary;
+    assert.deepEqual([c?.revision, c?.phase, c?.reason], [X, "Paused", "WaitingForPromotion"]);
+    assert.match(w.get(mlModelKind, "resnet")?.metadata.annotations?.[commandAnnotations.promote] ?? "", /@/);
+  });
+
+  it("a rollback's promote (by generation) promotes the canary of that spec at once", async () => {
+    const w = await paused();
+    const generation = (w.get<MLModel>(mlModelKind, "resnet")?.metadata.generation ?? 0) + 1;
+    respec(w, image("0"));
+    w.update<MLModel>(mlModelKind, "resnet", (m) => {
+      m.metadata.annotations = { [commandAnnotations.promote]: `${revisionOf(image("0"))}@g${generation}` };
+    });
+    await step(w);
+    assert.deepEqual(
+      [w.lastStatus()?.canary?.phase, w.lastStatus()?.canary?.reason],
+      ["Promoting", "PromotedByUser"],
+    );
   });
 });
 
@@ -330,10 +374,9 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
     assert.equal(w.get<MLModel>(mlModelKind, "resnet")?.status?.canary?.step, 1);
   });
 
-  it("an indefinite pause ends with the resume command for that step; the spent command goes", async () => {
+  it("an indefinite pause ends with the resume command for that step", async () => {
     const steps: Canary = { steps: [{ trafficPercent: 20, pause: {} }, { trafficPercent: 40 }] };
     const w = await readyOn(image("1", steps));
-    const X = revisionOf(image("2", steps));
     respec(w, image("2", steps));
     await step(w);
     rolledOut(w, "resnet-canary");
@@ -342,12 +385,8 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
       [w.lastStatus()?.canary?.phase, w.lastStatus()?.canary?.reason],
       ["Paused", "StepPaused"],
     );
-    annotate(w, commandAnnotations.resume, `${X}:0`);
-    assert.deepEqual(await step(w), [
-      "apply Deployment/resnet-canary",
-      "patch MLModel/resnet",
-      "applyStatus MLModel/resnet",
-    ]);
+    promote(w, { step: true });
+    assert.deepEqual(await step(w), ["apply Deployment/resnet-canary", "applyStatus MLModel/resnet"]);
     assert.equal(w.lastStatus()?.canary?.step, 1);
     assert.equal(replicasOf(w, "resnet-canary"), 2, "40 % of 5");
   });
@@ -681,9 +720,10 @@ describe("the no-canary path", () => {
 });
 
 describe("the access table (RBAC) covers the canary's writes", () => {
-  it("every write the canary reconciles above made is allowed (routes, the model's annotations)", () => {
+  it("every write the canary reconciles above made is allowed; the model itself is never written", () => {
     const kinds = new Set(everyWrite.map((w) => `${w.verb} ${w.kind.kind}${w.subresource ? "/status" : ""}`));
-    assert.ok(kinds.has("apply HTTPRoute") && kinds.has("patch MLModel"), [...kinds].join(", "));
+    assert.ok(kinds.has("apply HTTPRoute"), [...kinds].join(", "));
+    assert.ok(!kinds.has("patch MLModel") && !kinds.has("apply MLModel"), [...kinds].join(", "));
     assert.deepEqual(disallowedWrites(everyWrite), []);
   });
 });

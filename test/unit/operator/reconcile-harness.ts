@@ -40,7 +40,7 @@ export interface Write {
   body?: unknown;
   /** Server-side apply with force (takes fields from other managers). */
   force?: boolean;
-  /** A patch of a subresource (status), or of the object itself (its metadata). */
+  /** The subresource a patch wrote (status). */
   subresource?: string;
   /** The resourceVersion a status write produced (the caches get it when they settle it). */
   resourceVersion?: string;
@@ -103,12 +103,8 @@ export class RecordingClient implements ModelClient {
     type: PatchType,
     opts: { subresource?: string } = {},
   ): Promise<T> {
-    const body = patch as { metadata?: unknown; status?: unknown };
-    const metadataOnly = opts.subresource === undefined && Object.keys(body).join() === "metadata";
-    if (type !== "merge" || (opts.subresource !== "status" && !metadataOnly))
-      throw new Error(
-        `the operator only merge-patches status, or metadata alone; got ${type} ${opts.subresource ?? ""} ${JSON.stringify(patch)}`,
-      );
+    if (type !== "merge" || opts.subresource !== "status")
+      throw new Error(`the operator only merge-patches status; got ${type} ${opts.subresource ?? ""}`);
     this.#record({
       verb: "patch",
       kind,
@@ -156,8 +152,8 @@ function keyOf(obj: KubeObject): { namespace?: string; name: string } {
 
 /**
  * The writes the operator's access table (its generated RBAC) does not allow, as
- * "verb kind[/subresource]": a status write needs patch on the status subresource, a patch of
- * the model's metadata patch on the object itself.
+ * "verb kind[/subresource]": a status write (apply or merge patch) needs patch on the status
+ * subresource.
  */
 export function disallowedWrites(writes: readonly Write[]): string[] {
   const needs = { apply: ["create", "patch"], applyStatus: ["patch"], patch: ["patch"], delete: ["delete"] };
@@ -300,12 +296,6 @@ export class World {
       else if (w.verb === "apply") {
         const before = this.get(w.kind, w.name);
         this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) });
-      } else if (w.verb === "patch" && w.subresource === undefined) {
-        const patch = (w.body as { metadata: Record<string, unknown> }).metadata;
-        this.update(w.kind, w.name, (obj) => {
-          const { resourceVersion: _rv, ...rest } = patch;
-          obj.metadata = mergePatch(obj.metadata, rest) as KubeObject["metadata"];
-        });
       } else {
         const patch = (w.body as { status?: Record<string, unknown> }).status ?? {};
         const m = this.get<MLModel>(mlModelKind, w.name);
