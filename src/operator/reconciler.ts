@@ -41,7 +41,7 @@ import {
 } from "./desired.ts";
 import { needsApply, withAppliedHash } from "./drift.ts";
 import { canonicalJson, childNames, fieldManager, labels, shortHash } from "./names.ts";
-import { type OperatorConfig, PlanError, planModel, type ServingPlan } from "./plan.ts";
+import { type OperatorConfig, PlanError, planModel, type RecordedSource, type ServingPlan } from "./plan.ts";
 import { contentToKeep, desiredPruneJob } from "./prune.ts";
 import {
   defaultRevisionHistoryLimit,
@@ -52,6 +52,7 @@ import {
 import { activeRollback, failureToRecord, justRolledBack, withRollback } from "./rollback.ts";
 import { resolveRuntime } from "./runtime-selection.ts";
 import { computeStatus, type MissingDependency, type Observed, transitionEvent } from "./status.ts";
+import { ensureUriSecrets, missingUriSecret } from "./uri-secret.ts";
 
 export interface MLModelControllerOptions extends OperatorConfig {
   concurrency?: number;
@@ -199,6 +200,8 @@ function missingDependencies(ctx: ReconcileContext, plan: ServingPlan): MissingD
       });
     }
   }
+  const uriSecret = missingUriSecret(ctx.cache(builtinKinds.Secret), plan);
+  if (uriSecret) missing.push(uriSecret);
   if (plan.source.type === "pvc") {
     const claim = ctx
       .cache(builtinKinds.PersistentVolumeClaim)
@@ -380,7 +383,8 @@ export async function reconcileMLModel(
   let revisions = childrenOf<V1ControllerRevision>(ctx, builtinKinds.ControllerRevision, model);
   if (specRevision && !deleting) revisions = await recordRevision(ctx, model, specRevision, revisions);
   const rollback = activeRollback(model, specRevision, revisions);
-  if (rollback) plan = planFor(ctx, { ...model, spec: rollback.spec }).plan ?? plan;
+  if (rollback) plan = planFor(ctx, { ...model, spec: rollback.spec }, rollback.recorded).plan ?? plan;
+  if (!deleting) await ensureUriSecrets(ctx, model, [fromSpec.plan, plan], revisions);
 
   const owner = controllerOwnerRef(model);
   const missing = plan ? missingDependencies(ctx, plan) : [];
@@ -481,7 +485,7 @@ export async function reconcileMLModel(
   // content is no longer used) and our claim when the model moved to pvc:// or an image.
   // Storage is pruned then too, of every model version no kept revision uses.
   if (status.phase === "Ready" && plan) {
-    const prune = desiredPruneJob(plan, owner, options, contentToKeep(plan.spec, keptRevisions));
+    const prune = desiredPruneJob(plan, owner, options, contentToKeep(plan, keptRevisions));
     const pruneName = prune?.metadata?.name;
     for (const old of jobs) {
       const name = old.metadata?.name;
@@ -531,6 +535,7 @@ function rolledBackMessage(status: MLModelStatus): string {
 function planFor(
   ctx: ReconcileContext,
   model: MLModel,
+  recorded?: RecordedSource,
 ): { plan?: ServingPlan; planFailure?: Observed["planFailure"] } {
   const ns = model.metadata.namespace!;
   const resolution = resolveRuntime(
@@ -540,7 +545,7 @@ function planFor(
   );
   if (!resolution.ok) return { planFailure: resolution };
   try {
-    return { plan: planModel(model, resolution.runtime) };
+    return { plan: planModel(model, resolution.runtime, recorded) };
   } catch (err) {
     if (!(err instanceof PlanError)) throw err;
     return { planFailure: { reason: err.reason, message: err.message } };
