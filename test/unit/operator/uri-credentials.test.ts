@@ -14,6 +14,7 @@ import {
 import { childNames, labels } from "../../../src/operator/names.ts";
 import { contentHash, planModel } from "../../../src/operator/plan.ts";
 import {
+  desiredRevision,
   historyEntries,
   recordedSource,
   revisionData,
@@ -87,6 +88,8 @@ describe("a model URI with credentials in it", () => {
     assert.equal(data.spec.model.uri, shown);
     assert.deepEqual(data.source, { content: contentHash(spec), uriSecret: secretName });
     assert.ok(!JSON.stringify(data).includes(canary));
+    const recorded = desiredRevision(model(spec), revision, owner, [])?.data;
+    assert.deepEqual(recorded, data, "what the operator records for a new revision");
     const plain = revisionData({ model: { uri: "s3://b/m" } }, "resnet", "h");
     assert.deepEqual(plain, { spec: { model: { uri: "s3://b/m" } } }, "a plain URI is recorded as it is");
   });
