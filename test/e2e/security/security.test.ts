@@ -14,7 +14,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import {
@@ -41,6 +41,7 @@ import {
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { FileServer } from "../../integration/downloader/file-server.ts";
+import { serviceAccountKubeConfig } from "../install/support.ts";
 import { adminClient, isReady, podsOf, provideVolume, repoRoot, waitForPhase } from "../operator/helpers.ts";
 
 const canary = `canary-${crypto.randomUUID()}`;
@@ -264,23 +265,9 @@ describe("security", () => {
     const job = await signedJob();
     const pod = job.spec!.template.spec!;
     const c = pod.containers[0] as Container;
-    const res = await kubeConfig()
-      .makeApiClient(CoreV1Api)
-      .createNamespacedServiceAccountToken({
-        name: pod.serviceAccountName!,
-        namespace: ns.name,
-        body: { spec: { expirationSeconds: 3600 } },
-      });
-    const cluster = kubeConfig().getCurrentCluster()!;
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: "local", server: cluster.server, caData: cluster.caData, skipTLSVerify: false }],
-      users: [{ name: "downloader", token: res.status?.token ?? "" }],
-      contexts: [{ name: "downloader", cluster: "local", user: "downloader", namespace: ns.name }],
-      currentContext: "downloader",
-    });
+    // The Job's own identity: a kubeconfig holding only a token of its ServiceAccount.
     const jobKubeconfig = join(dir, "downloader.kubeconfig");
-    writeFileSync(jobKubeconfig, kc.exportConfig());
+    await serviceAccountKubeConfig(kubeConfig(), ns.name, pod.serviceAccountName!, jobKubeconfig);
     const env = await resolvedEnv(admin, ns.name, c);
     assert.equal(env.MLMODEL_URI, signedUri, "the kubelet would give the exact URI");
 
