@@ -10,6 +10,7 @@
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel } from "../api/mlmodel.ts";
+import { uriHasSecrets } from "../downloader/redact.ts";
 import {
   ApiError,
   builtinKinds,
@@ -64,6 +65,9 @@ async function ensureUriSecret(
   plan: ServingPlan,
   revisions: readonly V1ControllerRevision[],
 ): Promise<void> {
+  // Most URIs need no Secret: say so before hashing the pod template for an owner.
+  const source = plan.source;
+  if (source.type !== "download" || !source.exactUri || !uriHasSecrets(source.exactUri)) return;
   const secret = desiredUriSecret(plan, uriSecretOwner(model, plan, revisions));
   if (!secret) return;
   const key = { namespace: plan.namespace, name: secret.metadata!.name! };
