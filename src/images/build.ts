@@ -14,9 +14,9 @@ import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { withBuildLock } from "../cluster/binaries.ts";
 import { binaryCacheDir } from "../cluster/paths.ts";
 import { sha256OfFile } from "../downloader/digest.ts";
-import { withEntryLock } from "./lock.ts";
 import {
   blobPath,
   dockerManifest,
@@ -181,7 +181,7 @@ async function ensureEntry<T>(
   const first = await inspect(dir);
   if (first.state === "ok") return { record: first.record, built: false };
   await mkdir(dirname(dir), { recursive: true });
-  return withEntryLock(dir, async () => {
+  return withBuildLock(dir, async () => {
     const entry = await inspect(dir);
     if (entry.state === "ok") return { record: entry.record, built: false };
     if (entry.state === "corrupted")

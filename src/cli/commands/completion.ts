@@ -25,6 +25,20 @@ export const commandFlags: Record<string, string[]> = {
   status: ["--namespace", "--all-namespaces", "--watch", "--output", "--kubeconfig", "--color", "--help"],
   describe: ["--namespace", "--output", "--kubeconfig", "--color", "--help"],
   completion: ["bash", "zsh"],
+  cluster: [
+    "up",
+    "down",
+    "status",
+    "kubeconfig",
+    "load-image",
+    "--dir",
+    "--apiserver-port",
+    "--nodes",
+    "--real-node",
+    "--image",
+    "--node-wait",
+    "--help",
+  ],
 };
 
 /** Commands listed by `mlmodel --help` ("  name   summary" lines under "Commands:"). */
