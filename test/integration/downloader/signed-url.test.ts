@@ -1,6 +1,7 @@
 // `mlmodel download` of a pre-signed URL, against a real HTTPS server on loopback that answers
 // only with the signature: the download uses the exact URI (from the environment, as the Job
 // passes it), and nothing it prints or leaves on the volume holds the signature.
+// test-needs: openssl
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
