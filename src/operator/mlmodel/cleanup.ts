@@ -45,7 +45,7 @@ export function cleanupSteps(
     plan,
     controllerOwnerRef(o.model),
     config,
-    contentToKeep(plan.spec, keptRevisions),
+    contentToKeep([plan], keptRevisions),
   );
   const pruneName = prune?.metadata?.name;
   const jobs = o.children.jobs;

@@ -14,7 +14,7 @@ import {
   type Request,
 } from "../../runtime/index.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import type { WrittenStatuses } from "./context.ts";
+import type { CreatedSecrets, WrittenStatuses } from "./context.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
 
 export interface MLModelControllerOptions extends ReconcileOptions {
@@ -41,6 +41,7 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
       models.byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`).map(requestOf);
 
   const written: WrittenStatuses = new Map();
+  const createdSecrets: CreatedSecrets = new Map();
   mgr
     .controller("mlmodel")
     .for(mlModelKind, { predicates: [generationChangedPredicate()] })
@@ -62,6 +63,10 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))
     .concurrency(options.concurrency ?? defaultConcurrency)
     .reconcile((ctx) =>
-      reconcileMLModel(ctx, { ...options, writtenStatus: options.writtenStatus ?? written }),
+      reconcileMLModel(ctx, {
+        ...options,
+        writtenStatus: options.writtenStatus ?? written,
+        createdSecrets: options.createdSecrets ?? createdSecrets,
+      }),
     );
 }

@@ -1,6 +1,7 @@
 /**
  * Stage 3, sync children: the syncers in syncers/, in the order the model needs them. The spec's
- * revision is recorded first, whatever happens next. Then, unless something referenced is
+ * revision is recorded first, whatever happens next, and with it the URI Secrets of a URI with
+ * credentials in it (the spec's, and the served one's). Then, unless something referenced is
  * missing or the model is being deleted: storage, the download Job, and only once the content
  * is downloaded the serving children (until then the current pods keep serving the previous
  * version). Each syncer returns what it found or applied; nothing is read from a cache here.
@@ -11,13 +12,19 @@ import { servingPodTemplate } from "../desired.ts";
 import type { OperatorConfig } from "../plan.ts";
 import { jobState } from "../status.ts";
 import { referenceKey } from "./caches.ts";
-import type { WriteContext } from "./context.ts";
+import type { CreatedSecrets, WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
 import { syncDownload } from "./syncers/download.ts";
 import { recordRevision } from "./syncers/revision.ts";
 import { desiredServing, type ServingSet, servingChildren, syncServing } from "./syncers/serving.ts";
 import { syncStorage } from "./syncers/storage.ts";
+import { syncUriSecrets } from "./syncers/uri-secret.ts";
+
+export interface SyncOptions extends OperatorConfig {
+  /** Kept across reconciles by the controller (see CreatedSecrets). */
+  createdSecrets?: CreatedSecrets;
+}
 
 export interface Synced {
   /** The ControllerRevisions after the revision write. */
@@ -36,11 +43,19 @@ export async function syncChildren(
   ctx: WriteContext,
   o: Observation,
   d: Decision,
-  config: OperatorConfig,
+  config: SyncOptions,
 ): Promise<Synced> {
   const revisions = d.revisionToRecord
     ? await recordRevision(ctx, d.revisionToRecord, o.children.revisions)
     : o.children.revisions;
+  await syncUriSecrets(ctx, {
+    model: o.model,
+    plans: d.uriSecretPlans,
+    revisions,
+    references: o.references,
+    created: config.createdSecrets ?? new Map(),
+    now: Date.parse(o.now),
+  });
   const live = servingChildren(o.children);
   const plan = d.plan;
   if (!plan || d.missing.length > 0 || d.deleting) return { revisions, serving: live };

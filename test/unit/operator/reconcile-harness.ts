@@ -9,7 +9,12 @@ import pino from "pino";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
-import type { MLModelContext, ModelClient, WrittenStatuses } from "../../../src/operator/mlmodel/context.ts";
+import type {
+  CreatedSecrets,
+  MLModelContext,
+  ModelClient,
+  WrittenStatuses,
+} from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import type { OperatorConfig } from "../../../src/operator/plan.ts";
 import {
@@ -27,7 +32,7 @@ import {
   type Store,
 } from "../../../src/runtime/index.ts";
 
-export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete";
+export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete" | "create";
 
 export interface Write {
   verb: WriteVerb;
@@ -72,10 +77,16 @@ export class RecordingClient implements ModelClient {
     return this.#applied("applyStatus", kind, obj, opts);
   }
 
-  /** Server-side apply answers with the object as stored: here, as sent. */
+  /** Server-side apply answers with the object as stored: here, as sent, with the uid the server gives it. */
   #applied<T extends KubeObject>(verb: WriteVerb, kind: ResourceKind, obj: T, opts: ApplyOptions): T {
     this.#record({ verb, kind, ...keyOf(obj), body: structuredClone(obj), force: Boolean(opts.force) });
-    return structuredClone(obj);
+    return withUid(kind, structuredClone(obj));
+  }
+
+  /** Create answers as apply does, or 409 (AlreadyExists) when told to fail. */
+  async create<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T): Promise<T> {
+    this.#record({ verb: "create", kind, ...keyOf(obj), body: structuredClone(obj) });
+    return withUid(kind, structuredClone(obj));
   }
 
   async patch<T extends KubeObject = KubeObject>(
@@ -119,6 +130,12 @@ export class RecordingClient implements ModelClient {
   }
 }
 
+/** The uid the API server gives an object it stores: here, the same for the same kind and name. */
+function withUid<T extends KubeObject>(kind: ResourceKind, obj: T): T {
+  obj.metadata.uid ??= `uid-${kind.kind}-${obj.metadata.name}`;
+  return obj;
+}
+
 function keyOf(obj: KubeObject): { namespace?: string; name: string } {
   return {
     ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
@@ -153,6 +170,7 @@ export class World {
   readonly client = new RecordingClient();
   readonly events: RecordedEvent[] = [];
   readonly written: WrittenStatuses = new Map();
+  readonly createdSecrets: CreatedSecrets = new Map();
   readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
   now = new Date("2026-01-01T00:00:00Z");
   readonly #stores = new Map<string, MemoryStore>();
@@ -178,7 +196,7 @@ export class World {
   /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion. */
   put(kind: ResourceKind, obj: KubeObject): void {
     const transform = modelCaches.find((c) => kindName(c.kind) === kindName(kind))?.options.transform;
-    const stored = structuredClone(obj);
+    const stored = withUid(kind, structuredClone(obj));
     stored.metadata.namespace ??= namespace;
     stored.metadata.resourceVersion = String(++this.#resourceVersion);
     this.store(kind).apply(transform ? (transform(stored) as KubeObject) : stored);
@@ -223,6 +241,7 @@ export class World {
       ...this.config,
       now: () => this.now,
       writtenStatus: this.written,
+      createdSecrets: this.createdSecrets,
     });
     return { result, writes: this.newWrites().map(line) };
   }
@@ -238,7 +257,7 @@ export class World {
   settle(): void {
     for (const w of this.client.writes.slice(this.#settled)) {
       if (w.verb === "delete") this.remove(w.kind, w.name);
-      else if (w.verb === "apply") {
+      else if (w.verb === "apply" || w.verb === "create") {
         const before = this.get(w.kind, w.name);
         this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) });
       } else {
