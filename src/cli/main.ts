@@ -14,6 +14,7 @@ const commands: Record<string, () => Promise<CommandModule>> = {
   describe: () => import("./commands/describe.ts"),
   download: () => import("./commands/download.ts"),
   history: () => import("./commands/history.ts"),
+  image: () => import("./commands/image.ts"),
   install: () => import("./commands/install.ts"),
   operator: () => import("./commands/operator.ts"),
   promote: () => import("./commands/promote.ts"),

@@ -7,8 +7,10 @@
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../api/mlmodel.ts";
+import { redactUri, uriHasSecrets } from "../downloader/redact.ts";
 import type { OwnerReference } from "../runtime/index.ts";
-import { childLabels, labels } from "./names.ts";
+import { childLabels, childNames, labels } from "./names.ts";
+import { contentHash, type RecordedSource } from "./plan.ts";
 
 export const defaultRevisionHistoryLimit = 10;
 
@@ -45,8 +47,37 @@ export function revisionHash(rev: V1ControllerRevision): string | undefined {
   return rev.metadata?.labels?.[labels.revision];
 }
 
+/** What a ControllerRevision's data holds. */
+interface RevisionData {
+  /** The serving spec; spec.model.uri redacted when it has credentials in it (then `source`). */
+  spec: MLModelSpec;
+  source?: RecordedSource;
+}
+
 export function revisionSpec(rev: V1ControllerRevision): MLModelSpec | undefined {
-  return (rev.data as { spec?: MLModelSpec } | undefined)?.spec;
+  return (rev.data as Partial<RevisionData> | undefined)?.spec;
+}
+
+/** Where a revision recorded with a redacted URI keeps its content hash and exact URI. */
+export function recordedSource(rev: V1ControllerRevision): RecordedSource | undefined {
+  return (rev.data as Partial<RevisionData> | undefined)?.source;
+}
+
+/**
+ * The data of a new revision of `spec`. A ControllerRevision is readable by anyone who may
+ * read the namespace's apps (the `view` role), so a URI with credentials in it (a pre-signed
+ * URL, a SAS, a token) is recorded redacted; its exact form goes into the revision's URI
+ * Secret (childNames.uriSecret), and its content hash beside the spec, so serving the revision
+ * again reuses the same download.
+ */
+export function revisionData(spec: MLModelSpec, model: string, hash: string): RevisionData {
+  const serving = servingSpec(spec);
+  const uri = spec.model.uri;
+  if (!uri || uri.startsWith("pvc://") || !uriHasSecrets(uri)) return { spec: serving };
+  return {
+    spec: { ...serving, model: { ...serving.model, uri: redactUri(uri) } },
+    source: { content: contentHash(spec), uriSecret: childNames.uriSecret(model, hash) },
+  };
 }
 
 export function newestFirst(revisions: readonly V1ControllerRevision[]): V1ControllerRevision[] {
@@ -77,7 +108,7 @@ export function desiredRevision(
       labels: { ...childLabels(name, "revision"), [labels.revision]: hash },
       ownerReferences: [owner],
     },
-    data: mine?.data ?? { spec: servingSpec(model.spec) },
+    data: mine?.data ?? revisionData(model.spec, name, hash),
     revision: (newest?.revision ?? 0) + 1,
   };
 }
@@ -136,7 +167,8 @@ export function historyEntries(
       number: r.revision,
       hash,
       marks: status?.revision?.serving?.length ? canaryMarks(hash, status) : plainMarks(hash, status),
-      ...(spec?.model.uri ? { modelURI: spec.model.uri } : {}),
+      // Revisions an older operator recorded hold the exact URI.
+      ...(spec?.model.uri ? { modelURI: redactUri(spec.model.uri) } : {}),
       ...(spec?.model.version ? { modelVersion: spec.model.version } : {}),
       ...(spec?.image ? { image: spec.image } : {}),
     };

@@ -11,6 +11,7 @@ import type {
   V1Service,
 } from "@kubernetes/client-node";
 import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts";
+import { redactText, redactUri } from "../downloader/redact.ts";
 import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
 import type { ServingPlan } from "./plan.ts";
@@ -160,20 +161,22 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
   const jobName = plan.source.jobName;
   if (!job) {
     set(p, "ModelDownloaded", false, "Downloading", `starting download Job ${jobName}`);
-    decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.uri}`, "Downloading");
+    decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.shownUri}`, "Downloading");
     return { job: jobName, jobState: "Pending", attempts: 0 };
   }
   const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0);
   const end = jobEnd(job);
   if (end?.type === "Complete") {
-    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.uri} is in ${plan.source.dest}`);
+    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
     return { job: jobName, jobState: "Succeeded", attempts };
   }
   if (end?.type === "Failed") {
+    // The downloader redacts its own message; an older or foreign image might not.
     const said = newestFirst(o.jobPods)
       .map((pod) => terminationMessage(pod, "download"))
       .find((m) => m !== undefined);
-    const message = `download of ${plan.source.uri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${said ?? end.message ?? "no message from the downloader"}`;
+    const saidShown = said === undefined ? undefined : redactText(said);
+    const message = `download of ${plan.source.shownUri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${saidShown ?? end.message ?? "no message from the downloader"}`;
     set(p, "ModelDownloaded", false, "DownloadFailed", message);
     decide(p, "DownloadFailed", `${message}. Fix the cause (URI, credentials) and the download is retried`);
     return { job: jobName, jobState: "Failed", attempts };
@@ -183,8 +186,8 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
     decide(p, problem.reason, `download: ${problem.message}`);
   } else {
-    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`);
-    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`, "Downloading");
+    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`);
+    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`, "Downloading");
   }
   return { job: jobName, jobState: job.status?.active ? "Running" : "Pending", attempts };
 }
@@ -318,11 +321,14 @@ export function computeStatus(o: Observed): MLModelStatus {
   set(p, "Ready", ready, verdict.reason, verdict.message);
 
   const revision = o.revision;
-  const history = [...(previous?.revision?.history ?? [])];
+  // Entries an older operator wrote may hold a URI with credentials in it.
+  const history = (previous?.revision?.history ?? []).map((h) =>
+    h.modelURI ? { ...h, modelURI: redactUri(h.modelURI) } : h,
+  );
   if (ready && revision && history[0]?.revision !== revision) {
     history.unshift({
       revision,
-      ...(o.plan?.spec.model.uri ? { modelURI: o.plan.spec.model.uri } : {}),
+      ...(o.plan?.spec.model.uri ? { modelURI: redactUri(o.plan.spec.model.uri) } : {}),
       ...(o.plan?.spec.model.version ? { modelVersion: o.plan.spec.model.version } : {}),
       ...(o.plan ? { image: o.plan.image } : {}),
       readyAt: o.now,

@@ -163,6 +163,8 @@ export class Controller {
     const queueOpts: ConstructorParameters<typeof WorkQueue>[0] = { clock: this.#clock };
     if (deps.metrics) queueOpts.metrics = deps.metrics.queueHooks(opts.name);
     this.queue = new WorkQueue(queueOpts);
+    // At registration, not at start: start waits for leadership and for the caches.
+    deps.metrics?.initController(opts.name, this.concurrency);
   }
 
   /** Keys whose reconcile is running now. */
@@ -177,7 +179,6 @@ export class Controller {
   async start(): Promise<void> {
     if (this.#started) throw new Error(`controller "${this.name}" started twice`);
     this.#started = true;
-    this.#deps.metrics?.maxConcurrent.set({ controller: this.name }, this.concurrency);
     const informers: SourceInformer[] = [];
     for (const source of this.sources) {
       for (const inf of [this.#deps.informer(source.kind)].flat()) {

@@ -28,6 +28,20 @@ export const commandFlags: Record<string, string[]> = {
   rollback: ["--to-revision", "--namespace", "--kubeconfig", "--color", "--help"],
   history: ["--namespace", "--output", "--kubeconfig", "--color", "--help"],
   completion: ["bash", "zsh"],
+  cluster: [
+    "up",
+    "down",
+    "status",
+    "kubeconfig",
+    "load-image",
+    "--dir",
+    "--apiserver-port",
+    "--nodes",
+    "--real-node",
+    "--image",
+    "--node-wait",
+    "--help",
+  ],
 };
 
 /** Commands listed by `mlmodel --help` ("  name   summary" lines under "Commands:"). */

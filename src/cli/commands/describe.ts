@@ -13,6 +13,7 @@ import {
   openSession,
   outputFormat,
   parseModelCommand,
+  redacted,
   serialize,
   styleFromFlag,
 } from "../views/session.ts";
@@ -91,10 +92,11 @@ export async function run(argv: string[]): Promise<number> {
   const style = styleFromFlag(flags.color);
   const { client, namespace } = await openSession(flags);
   try {
-    const model = await client.get<MLModel>(mlModelKind, { namespace, name });
-    if (!model) throw new CliError(`MLModel "${name}" not found in namespace "${namespace}"`);
-    const children = await readChildren(client, namespace, name);
-    const events = await readEvents(client, model, children);
+    const found = await client.get<MLModel>(mlModelKind, { namespace, name });
+    if (!found) throw new CliError(`MLModel "${name}" not found in namespace "${namespace}"`);
+    const model = redacted(found);
+    const children = redacted(await readChildren(client, namespace, name));
+    const events = redacted(await readEvents(client, model, children));
     if (format === "json" || format === "yaml") {
       const all = [model, ...children, ...events].map(forDisplay);
       process.stdout.write(serialize(all, format, false));

@@ -15,7 +15,15 @@ import type { V1ControllerRevision } from "@kubernetes/client-node";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../api/mlmodel.ts";
 import { rollbackPromoteAnnotation } from "../../operator/canary/commands.ts";
-import { revisionHash, revisionSpec, rollbackTarget, specServedAgain } from "../../operator/revisions.ts";
+import { uriSecretKey } from "../../operator/desired.ts";
+import {
+  recordedSource,
+  revisionHash,
+  revisionSpec,
+  rollbackTarget,
+  specServedAgain,
+} from "../../operator/revisions.ts";
+import { ApiError, builtinKinds, type KubeClient, type KubeObject } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
 import { commonFlags, commonFlagsHelp, openSession, parseModelCommand } from "../views/session.ts";
 import { readRevisions } from "./history.ts";
@@ -42,6 +50,34 @@ Examples:
   mlmodel rollback resnet
   mlmodel rollback resnet --to-revision 3 -n models`;
 
+/**
+ * A revision whose URI has credentials in it recorded it redacted, and the exact URI in its
+ * URI Secret: the spec written back needs the exact one, read with the user's own rights.
+ */
+export async function withExactUri(
+  client: KubeClient,
+  namespace: string,
+  target: V1ControllerRevision,
+  spec: MLModelSpec,
+): Promise<MLModelSpec> {
+  const source = recordedSource(target);
+  if (!source) return spec;
+  const denied = (why: string) =>
+    new CliError(
+      `revision ${target.revision}'s model URI has credentials in it, kept in Secret ${source.uriSecret}, ${why}; apply the spec again with the full URI instead`,
+    );
+  let secret: (KubeObject & { data?: Record<string, string> }) | undefined;
+  try {
+    secret = await client.get(builtinKinds.Secret, { namespace, name: source.uriSecret });
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 403) throw denied("which you may not read");
+    throw err;
+  }
+  const uri = secret?.data?.[uriSecretKey];
+  if (!uri) throw denied("which is gone");
+  return { ...spec, model: { ...spec.model, uri: Buffer.from(uri, "base64").toString("utf8") } };
+}
+
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseModelCommand(
     "rollback",
@@ -61,8 +97,9 @@ export async function run(argv: string[]): Promise<number> {
     const { model, revisions } = await readRevisions(client, namespace, name);
     const target = rollbackTarget(revisions, model.status, to);
     if ("error" in target) throw new CliError(`cannot roll back ${name}: ${target.error}`);
-    const spec = revisionSpec(target);
-    if (!spec) throw new CliError(`revision ${target.revision} of ${name} records no spec`);
+    const recorded = revisionSpec(target);
+    if (!recorded) throw new CliError(`revision ${target.revision} of ${name} records no spec`);
+    const spec = await withExactUri(client, namespace, target, recorded);
     // The resourceVersion makes this a compare-and-swap: a concurrent edit fails the write.
     await client.patch(mlModelKind, { namespace, name }, rollbackPatch(model, target, spec), "json");
     const aborting = model.status?.canary?.phase && revisionHash(target) === model.status.revision?.lastReady;

@@ -12,6 +12,7 @@ import {
   openSession,
   outputFormat,
   parseCommandLine,
+  redacted,
   serialize,
   styleFromFlag,
 } from "../views/session.ts";
@@ -57,9 +58,11 @@ async function fetchModels(q: Query): Promise<MLModel[]> {
     if (q.name) {
       const model = await q.client.get<MLModel>(mlModelKind, { namespace: q.namespace, name: q.name });
       if (!model) throw new CliError(`MLModel "${q.name}" not found in namespace "${q.namespace}"`);
-      return [model];
+      return [redacted(model)];
     }
-    return (await q.client.list<MLModel>(mlModelKind, q.namespace ? { namespace: q.namespace } : {})).items;
+    return redacted(
+      (await q.client.list<MLModel>(mlModelKind, q.namespace ? { namespace: q.namespace } : {})).items,
+    );
   } catch (err) {
     throw explainApiError(err);
   }
@@ -131,19 +134,17 @@ async function watch(q: Query, format: OutputFormat, style: Style, allNamespaces
     for await (const event of watcher(source, { signal })) {
       if (event.type === "init") models.clear();
       else if (event.type === "initApply") {
-        if (selected(event.object)) models.set(key(event.object), event.object);
+        if (selected(event.object)) models.set(key(event.object), redacted(event.object));
       } else if (event.type === "initDone") {
         if (redraw) process.stdout.write(`\x1b[H\x1b[2J${showAll() || "No MLModels found.\n"}`);
         else if (!printedOnce) process.stdout.write(showAll());
         printedOnce = true;
       } else if (selected(event.object)) {
-        if (event.type === "delete") models.delete(key(event.object));
-        else models.set(key(event.object), event.object);
+        const model = redacted(event.object);
+        if (event.type === "delete") models.delete(key(model));
+        else models.set(key(model), model);
         if (redraw) process.stdout.write(`\x1b[H\x1b[2J${showAll() || "No MLModels found.\n"}`);
-        else
-          process.stdout.write(
-            changeLine(event.object, format, style, allNamespaces, event.type === "delete"),
-          );
+        else process.stdout.write(changeLine(model, format, style, allNamespaces, event.type === "delete"));
       }
     }
   } catch (err) {

@@ -32,9 +32,9 @@ import { canaryCondition, canaryConditionType, canaryUrls, servingRevisions } fr
 import { type CanaryPlan, canaryDefaults, canaryPlan, type GatewayRouting } from "../canary/steps.ts";
 import { desiredAutoscaler, desiredDisruptionBudget, desiredService } from "../desired.ts";
 import { childNames, labels } from "../names.ts";
-import { defaults, type ServingPlan } from "../plan.ts";
+import { defaults, type RecordedSource, type ServingPlan } from "../plan.ts";
 import { isPodReady, terminationMessage } from "../pods.ts";
-import { revisionHash, revisionSpec, specServedAgain } from "../revisions.ts";
+import { recordedSource, revisionHash, revisionSpec, specServedAgain } from "../revisions.ts";
 import { jobEnd, jobState } from "../status.ts";
 import type { ReadContext } from "./context.ts";
 import type { Children, Observation } from "./observe.ts";
@@ -105,8 +105,11 @@ export interface CanaryDecideInput {
   specRevision: string;
   /** The spec's revision record about to be written (its number is the newest). */
   revisionToRecord?: V1ControllerRevision;
-  /** The serving plan of a spec (undefined when it has none: an unknown runtime...). */
-  planOf(spec: MLModelSpec): ServingPlan | undefined;
+  /**
+   * The serving plan of a spec (undefined when it has none: an unknown runtime...); `recorded`:
+   * a revision's content and URI Secret, when its URI was recorded redacted.
+   */
+  planOf(spec: MLModelSpec, recorded?: RecordedSource): ServingPlan | undefined;
 }
 
 export function decideCanaryStage(o: Observation, input: CanaryDecideInput): CanaryStage {
@@ -194,7 +197,7 @@ function revisionPlans(
     const recorded = revisions.find((r) => revisionHash(r) === hash);
     const spec = recorded && revisionSpec(recorded);
     if (!spec) return undefined;
-    return input.planOf(specServedAgain(spec, model.spec));
+    return input.planOf(specServedAgain(spec, model.spec), recordedSource(recorded));
   };
 }
 

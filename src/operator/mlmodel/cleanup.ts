@@ -44,7 +44,7 @@ export function cleanupSteps(
   if (status.phase !== "Ready" || !plan) return steps;
 
   const keptRevisions = s.revisions.filter((r) => !pruned.includes(r));
-  const served = [plan.spec, ...(d.canary?.canaryServing ? [d.canary.canaryServing.spec] : [])];
+  const served = [plan, ...(d.canary?.canaryServing ? [d.canary.canaryServing] : [])];
   const prune = desiredPruneJob(
     plan,
     controllerOwnerRef(o.model),

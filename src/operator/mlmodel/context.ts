@@ -16,9 +16,10 @@ import type {
 
 /**
  * The writes the MLModel reconciler makes, nothing more: server-side apply of children and of
- * the status, a merge patch of the status (clearing the downloader's fields), and delete.
+ * the status, a merge patch of the status (clearing the downloader's fields), delete, and
+ * create for the one kind it may create but never change (a URI Secret: RBAC grants no patch).
  */
-export type ModelClient = Pick<KubeClient, "apply" | "applyStatus" | "patch" | "delete">;
+export type ModelClient = Pick<KubeClient, "apply" | "applyStatus" | "patch" | "delete" | "create">;
 
 /** What a stage that writes needs. */
 export interface WriteContext {
@@ -51,3 +52,11 @@ export type WrittenStatuses = Map<
   string,
   { fromResourceVersion: string | undefined; resourceVersion?: string | undefined; status: MLModelStatus }
 >;
+
+/**
+ * URI Secrets this controller created that its cache had not shown yet ("namespace/name" -> until
+ * when, in ms since the epoch, to wait for them). The next reconcile often runs before the watch
+ * delivers a new Secret and would create it again (a 409): expectations, as Kubernetes' own
+ * controllers keep them for the pods they create.
+ */
+export type CreatedSecrets = Map<string, number>;

@@ -18,7 +18,7 @@ import {
 import { commandsChangedPredicate } from "../canary/commands.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import type { WrittenStatuses } from "./context.ts";
+import type { CreatedSecrets, WrittenStatuses } from "./context.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
 
 export interface MLModelControllerOptions extends ReconcileOptions {
@@ -45,6 +45,7 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
       models.byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`).map(requestOf);
 
   const written: WrittenStatuses = new Map();
+  const createdSecrets: CreatedSecrets = new Map();
   mgr
     .controller("mlmodel")
     // A spec change, or a canary command (`mlmodel promote` writes an annotation).
@@ -69,6 +70,10 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))
     .concurrency(options.concurrency ?? defaultConcurrency)
     .reconcile((ctx) =>
-      reconcileMLModel(ctx, { ...options, writtenStatus: options.writtenStatus ?? written }),
+      reconcileMLModel(ctx, {
+        ...options,
+        writtenStatus: options.writtenStatus ?? written,
+        createdSecrets: options.createdSecrets ?? createdSecrets,
+      }),
     );
 }

@@ -25,7 +25,7 @@ import {
 } from "../../runtime/index.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
-import { podsByModelIndex, referenceKey, specReferences } from "./caches.ts";
+import { podsByModelIndex, referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
 import { type CanaryObservation, observeCanary } from "./canary.ts";
 import type { ReadContext, WrittenStatuses } from "./context.ts";
 
@@ -34,6 +34,8 @@ export interface Reference {
   resourceVersion?: string;
   /** Keys of its data (a Secret's or ConfigMap's). */
   keys: readonly string[];
+  /** uid of its controlling owner, if it has one (whether a URI Secret is ours). */
+  controller?: string;
 }
 
 /** The children the model controls, by kind, as cached. */
@@ -60,8 +62,9 @@ export interface Observation {
   now: string;
   runtimes: { namespaced: readonly AnyServingRuntime[]; cluster: readonly AnyServingRuntime[] };
   /**
-   * The objects the spec references, and those the last ready revision's spec references (a
-   * rollback serves that spec), that exist: by referenceKey. A missing one is absent.
+   * The objects the spec references, those the last ready revision's spec references (a
+   * rollback serves that spec), and the Secrets named as the model's URI Secrets (ours or not),
+   * that exist: by referenceKey. A missing one is absent.
    */
   references: ReadonlyMap<string, Reference>;
   children: Children;
@@ -146,14 +149,24 @@ function referencedObjects(
   ];
   const found = new Map<string, Reference>();
   for (const ref of refs) {
-    const obj = ctx.cache<KubeObject & { data?: Record<string, string> }>(ref.kind).get(ref);
-    if (!obj) continue;
-    found.set(referenceKey(ref), {
-      ...(obj.metadata.resourceVersion !== undefined
-        ? { resourceVersion: obj.metadata.resourceVersion }
-        : {}),
-      keys: Object.keys(obj.data ?? {}),
-    });
+    const obj = ctx.cache<KubeObject>(ref.kind).get(ref);
+    if (obj) found.set(referenceKey(ref), referenceTo(obj));
+  }
+  const uriSecrets = ctx
+    .cache(builtinKinds.Secret)
+    .byIndex(uriSecretsByModelIndex, `${ns}/${model.metadata.name}`);
+  for (const secret of uriSecrets) {
+    const ref = { kind: builtinKinds.Secret, namespace: ns, name: secret.metadata.name! };
+    found.set(referenceKey(ref), referenceTo(secret));
   }
   return found;
+}
+
+function referenceTo(obj: Readonly<KubeObject & { data?: Record<string, string> }>): Reference {
+  const controller = obj.metadata.ownerReferences?.find((o) => o.controller)?.uid;
+  return {
+    ...(obj.metadata.resourceVersion !== undefined ? { resourceVersion: obj.metadata.resourceVersion } : {}),
+    keys: Object.keys(obj.data ?? {}),
+    ...(controller ? { controller } : {}),
+  };
 }

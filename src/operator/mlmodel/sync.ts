@@ -1,10 +1,11 @@
 /**
  * Stage 3, sync children: the syncers in syncers/, in the order the model needs them. The spec's
- * revision is recorded first, whatever happens next. Then, unless something referenced is
- * missing or the model is being deleted: storage, the download Job (with a canary, the canary's
- * content too, beside the stable one's), and only once the content is downloaded the serving
- * children (until then the current pods keep serving the previous version). Each syncer returns
- * what it found or applied; nothing is read from a cache here.
+ * revision is recorded first, whatever happens next, and with it the URI Secrets of a URI with
+ * credentials in it (the spec's, the served one's and a canary's). Then, unless something
+ * referenced is missing or the model is being deleted: storage, the download Job (with a
+ * canary, the canary's content too, beside the stable one's), and only once the content is
+ * downloaded the serving children (until then the current pods keep serving the previous
+ * version). Each syncer returns what it found or applied; nothing is read from a cache here.
  */
 import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
 import { builtinKinds, controllerOwnerRef } from "../../runtime/index.ts";
@@ -13,13 +14,19 @@ import type { OperatorConfig, ServingPlan } from "../plan.ts";
 import { jobState } from "../status.ts";
 import { referenceKey } from "./caches.ts";
 import { desiredCanaryServing } from "./canary.ts";
-import type { WriteContext } from "./context.ts";
+import type { CreatedSecrets, WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
 import { type DownloadResult, syncDownload } from "./syncers/download.ts";
 import { recordRevision } from "./syncers/revision.ts";
 import { desiredServing, type ServingSet, servingChildren, syncServing } from "./syncers/serving.ts";
 import { syncStorage } from "./syncers/storage.ts";
+import { syncUriSecrets } from "./syncers/uri-secret.ts";
+
+export interface SyncOptions extends OperatorConfig {
+  /** Kept across reconciles by the controller (see CreatedSecrets). */
+  createdSecrets?: CreatedSecrets;
+}
 
 export interface Synced {
   /** The ControllerRevisions after the revision write. */
@@ -42,11 +49,19 @@ export async function syncChildren(
   ctx: WriteContext,
   o: Observation,
   d: Decision,
-  config: OperatorConfig,
+  config: SyncOptions,
 ): Promise<Synced> {
   const revisions = d.revisionToRecord
     ? await recordRevision(ctx, d.revisionToRecord, o.children.revisions)
     : o.children.revisions;
+  await syncUriSecrets(ctx, {
+    model: o.model,
+    plans: d.uriSecretPlans,
+    revisions,
+    references: o.references,
+    created: config.createdSecrets ?? new Map(),
+    now: Date.parse(o.now),
+  });
   const live = servingChildren(o.children);
   const plan = d.plan;
   if (!plan || d.missing.length > 0 || d.deleting) return { revisions, serving: live, jobs: [] };

@@ -3,6 +3,7 @@
  * values fail naming the field, and every rendered object is accepted by the real API server
  * (server-side dry run, with the restricted Pod Security level enforced on the namespace).
  */
+// test-needs: helm
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";

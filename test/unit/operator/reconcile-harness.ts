@@ -11,7 +11,12 @@ import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
 import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
-import type { MLModelContext, ModelClient, WrittenStatuses } from "../../../src/operator/mlmodel/context.ts";
+import type {
+  CreatedSecrets,
+  MLModelContext,
+  ModelClient,
+  WrittenStatuses,
+} from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import type { OperatorConfig } from "../../../src/operator/plan.ts";
 import {
@@ -29,7 +34,7 @@ import {
   type Store,
 } from "../../../src/runtime/index.ts";
 
-export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete";
+export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete" | "create";
 
 export interface Write {
   verb: WriteVerb;
@@ -80,7 +85,10 @@ export class RecordingClient implements ModelClient {
     return this.#applied("applyStatus", kind, obj, opts);
   }
 
-  /** Server-side apply answers with the object as stored: here, as sent (a status write with its new resourceVersion). */
+  /**
+   * Server-side apply answers with the object as stored: here, as sent, with the uid the server
+   * gives it (and a status write with its new resourceVersion).
+   */
   #applied<T extends KubeObject>(verb: WriteVerb, kind: ResourceKind, obj: T, opts: ApplyOptions): T {
     const resourceVersion = verb === "applyStatus" ? this.resourceVersions?.() : undefined;
     this.#record({
@@ -91,9 +99,15 @@ export class RecordingClient implements ModelClient {
       force: Boolean(opts.force),
       ...(resourceVersion ? { resourceVersion } : {}),
     });
-    const stored = structuredClone(obj);
+    const stored = withUid(kind, structuredClone(obj));
     if (resourceVersion) stored.metadata.resourceVersion = resourceVersion;
     return stored;
+  }
+
+  /** Create answers as apply does, or 409 (AlreadyExists) when told to fail. */
+  async create<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T): Promise<T> {
+    this.#record({ verb: "create", kind, ...keyOf(obj), body: structuredClone(obj) });
+    return withUid(kind, structuredClone(obj));
   }
 
   async patch<T extends KubeObject = KubeObject>(
@@ -143,6 +157,12 @@ export class RecordingClient implements ModelClient {
   }
 }
 
+/** The uid the API server gives an object it stores: here, the same for the same kind and name. */
+function withUid<T extends KubeObject>(kind: ResourceKind, obj: T): T {
+  obj.metadata.uid ??= `uid-${kind.kind}-${obj.metadata.name}`;
+  return obj;
+}
+
 function keyOf(obj: KubeObject): { namespace?: string; name: string } {
   return {
     ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
@@ -156,7 +176,13 @@ function keyOf(obj: KubeObject): { namespace?: string; name: string } {
  * subresource.
  */
 export function disallowedWrites(writes: readonly Write[]): string[] {
-  const needs = { apply: ["create", "patch"], applyStatus: ["patch"], patch: ["patch"], delete: ["delete"] };
+  const needs = {
+    apply: ["create", "patch"],
+    applyStatus: ["patch"],
+    patch: ["patch"],
+    delete: ["delete"],
+    create: ["create"],
+  };
   const out = new Set<string>();
   for (const w of writes) {
     const subresource = w.verb === "applyStatus" ? "status" : w.subresource;
@@ -200,6 +226,7 @@ export class World {
   readonly client = new RecordingClient();
   readonly events: RecordedEvent[] = [];
   readonly written: WrittenStatuses = new Map();
+  readonly createdSecrets: CreatedSecrets = new Map();
   readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
   /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
   gatewayServed = false;
@@ -228,7 +255,7 @@ export class World {
   /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion (or the one given). */
   put(kind: ResourceKind, obj: KubeObject, resourceVersion?: string): void {
     const transform = modelCaches.find((c) => kindName(c.kind) === kindName(kind))?.options.transform;
-    const stored = structuredClone(obj);
+    const stored = withUid(kind, structuredClone(obj));
     stored.metadata.namespace ??= namespace;
     stored.metadata.resourceVersion = resourceVersion ?? String(++this.#resourceVersion);
     this.store(kind).apply(transform ? (transform(stored) as KubeObject) : stored);
@@ -274,6 +301,7 @@ export class World {
       ...this.config,
       now: () => this.now,
       writtenStatus: this.written,
+      createdSecrets: this.createdSecrets,
     });
     return { result, writes: this.newWrites().map(line) };
   }
@@ -293,7 +321,7 @@ export class World {
     const end = count === undefined ? this.client.writes.length : this.#settled + count;
     for (const w of this.client.writes.slice(this.#settled, end)) {
       if (w.verb === "delete") this.remove(w.kind, w.name);
-      else if (w.verb === "apply") {
+      else if (w.verb === "apply" || w.verb === "create") {
         const before = this.get(w.kind, w.name);
         this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) });
       } else {

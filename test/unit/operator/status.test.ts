@@ -105,6 +105,26 @@ describe("computeStatus", () => {
     assert.match(s.message ?? "", /Insufficient nvidia.com\/gpu/);
   });
 
+  // The scheduler's own words on the local control plane (kube-scheduler v1.36.3): its reasons,
+  // then a note from its preemption step, which the message leaves out.
+  for (const [scheduler, expected] of [
+    [
+      "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found",
+      "pod a cannot be scheduled (0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims): the model's claim has no volume, so the cluster needs a StorageClass that provisions volumes (spec.storage.storageClassName) or a matching PersistentVolume",
+    ],
+    [
+      "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+      "pod a cannot be scheduled (0/3 nodes are available: 3 Insufficient nvidia.com/gpu): free or add capacity (e.g. GPUs), or relax resources and placement",
+    ],
+  ] as const) {
+    it(`says why a pod cannot be scheduled in one sentence: ${scheduler.slice(25, 70)}...`, () => {
+      const s = computeStatus(
+        observe({ deployment: deployment(1, 0), pods: [pod("a", "rev1", { unschedulable: scheduler })] }),
+      );
+      assert.equal(s.message, expected);
+    });
+  }
+
   it("reports a Deployment past its progress deadline", () => {
     const d = deployment(1, 0, {
       conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }],

@@ -232,6 +232,36 @@ describe("Controller", () => {
     await h.stop();
   });
 
+  it("has every reconcile series from registration, before it starts or reconciles, as controller-runtime does", async () => {
+    const metrics = new RuntimeMetrics({ defaultMetrics: false });
+    const notStarted = (): never => {
+      throw new Error("a registered controller that has not started reads no informer");
+    };
+    new Controller(
+      { name: "podset", forKind: PodSet, sources: [], reconciler: async () => {}, concurrency: 3 },
+      {
+        informer: notStarted,
+        store: notStarted,
+        client: unusedClient,
+        recorder: logEventRecorder(log),
+        log,
+        metrics,
+      },
+    );
+    const text = await metrics.registry.metrics();
+    const series = text.split("\n").filter((l) => l.startsWith("controller_runtime_"));
+    assert.deepEqual(series.sort(), [
+      'controller_runtime_active_workers{controller="podset"} 0',
+      'controller_runtime_max_concurrent_reconciles{controller="podset"} 3',
+      'controller_runtime_reconcile_errors_total{controller="podset"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="error"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="requeue"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="requeue_after"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="success"} 0',
+      'controller_runtime_terminal_reconcile_errors_total{controller="podset"} 0',
+    ]);
+  });
+
   it("stop() drains in-flight reconciles, and aborts them past the deadline", async () => {
     let aborted = false;
     const h = harness(async (ctx) => {
