@@ -1,3 +1,4 @@
+// test-needs: cluster
 /**
  * Short canary chaos inside `npm test` (the long run is `npm run test:chaos -- --only canary`):
  * the operator SIGKILLed after transitions and commands of three canaries in flight, on a
