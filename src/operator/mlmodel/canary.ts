@@ -8,6 +8,7 @@
  */
 import type { V1ControllerRevision, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import type { CanaryStatus, MLModel, MLModelSpec, MLModelStatus } from "../../api/mlmodel.ts";
+import { redactText } from "../../downloader/redact.ts";
 import {
   builtinKinds,
   type KubeObject,
@@ -240,7 +241,10 @@ function downloadFailure(o: Observation, plan: ServingPlan): string | undefined 
     .filter((p) => p.metadata?.labels?.["job-name"] === jobName)
     .map((p) => terminationMessage(p, "download"))
     .find((m) => m !== undefined);
-  return `Job ${jobName} failed (${end?.reason ?? "Failed"}): ${said ?? end?.message ?? "no message from the downloader"}`;
+  // The downloader redacts its own message; an older or foreign image might not.
+  return redactText(
+    `Job ${jobName} failed (${end?.reason ?? "Failed"}): ${said ?? end?.message ?? "no message from the downloader"}`,
+  );
 }
 
 /**
