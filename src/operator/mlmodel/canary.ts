@@ -222,7 +222,7 @@ function deploymentsOf(children: Children, model: string): { stable?: V1Deployme
 }
 
 /** Fixed replicas, or what the autoscaler gave the stable Deployment. */
-export function scaleOf(spec: MLModelSpec, stable: V1Deployment | undefined): Scale {
+function scaleOf(spec: MLModelSpec, stable: V1Deployment | undefined): Scale {
   const bounds = spec.autoscaling;
   if (!bounds) return { fixed: spec.replicas ?? defaults.replicas };
   const min = bounds.minReplicas ?? defaults.replicas;

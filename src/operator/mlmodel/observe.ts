@@ -125,7 +125,7 @@ export function observe(
  * that grow with every write) any version before the one the write produced. A cache that lags
  * by two writes would otherwise hand back the status before the last one.
  */
-export function cacheBehind(
+function cacheBehind(
   mine: { fromResourceVersion: string | undefined; resourceVersion?: string | undefined } | undefined,
   cachedResourceVersion: string | undefined,
 ): boolean {
