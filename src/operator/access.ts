@@ -6,6 +6,7 @@
  */
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
 import { builtinKinds, type ResourceKind } from "../runtime/index.ts";
+import { httpRouteKind } from "./canary/desired.ts";
 
 export type AccessVerb = "get" | "list" | "watch" | "create" | "patch" | "update" | "delete";
 
@@ -37,6 +38,11 @@ export const operatorAccess: Access[] = [
   { kind: builtinKinds.PersistentVolumeClaim, verbs: own, why: "model storage; pvc:// claims are only read" },
   { kind: builtinKinds.HorizontalPodAutoscaler, verbs: own, why: "spec.autoscaling" },
   { kind: builtinKinds.ControllerRevision, verbs: own, why: "revision history (mlmodel history, rollback)" },
+  {
+    kind: httpRouteKind,
+    verbs: own,
+    why: "a canary's exact traffic split (spec.rollout.canary.trafficRouting.gatewayAPI); watched only while the Gateway API is installed",
+  },
   {
     kind: builtinKinds.PodDisruptionBudget,
     verbs: own,

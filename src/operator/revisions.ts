@@ -29,6 +29,16 @@ export function specWithScaling(revisionSpec: MLModelSpec, current: MLModelSpec)
   };
 }
 
+/**
+ * A recorded revision served again, today: its serving spec with the user's current scaling and
+ * rollout block (neither is part of a revision, so neither changes which revision it is). What
+ * `mlmodel rollback` writes and what a canary's stable Deployment serves.
+ */
+export function specServedAgain(revisionSpec: MLModelSpec, current: MLModelSpec): MLModelSpec {
+  const { rollout: _recorded, ...rest } = specWithScaling(revisionSpec, current);
+  return { ...rest, ...(current.rollout ? { rollout: current.rollout } : {}) };
+}
+
 export function revisionName(model: string, hash: string): string {
   return `${model}-${hash}`;
 }
@@ -153,20 +163,46 @@ export function historyEntries(
   return newestFirst(revisions).map((r) => {
     const hash = revisionHash(r) ?? "";
     const spec = revisionSpec(r);
-    const marks = [
-      hash === status?.revision?.current && (status?.phase === "Ready" ? "serving" : "rolling out"),
-      hash === status?.revision?.lastReady && hash !== status?.revision?.current && "last ready",
-    ].filter((m): m is string => typeof m === "string");
     return {
       number: r.revision,
       hash,
-      marks,
+      marks: status?.revision?.serving?.length ? canaryMarks(hash, status) : plainMarks(hash, status),
       // Revisions an older operator recorded hold the exact URI.
       ...(spec?.model.uri ? { modelURI: redactUri(spec.model.uri) } : {}),
       ...(spec?.model.version ? { modelVersion: spec.model.version } : {}),
       ...(spec?.image ? { image: spec.image } : {}),
     };
   });
+}
+
+function plainMarks(hash: string, status: MLModelStatus | undefined): string[] {
+  return [
+    hash === status?.revision?.current && (status?.phase === "Ready" ? "serving" : "rolling out"),
+    hash === status?.revision?.lastReady && hash !== status?.revision?.current && "last ready",
+  ].filter((m): m is string => typeof m === "string");
+}
+
+/**
+ * Marks of a model with a canary (status.revision.serving says what serves): "stable 80%" and
+ * "canary 20%" while one runs (with "waiting", "promoting" or "aborting" when it is), "serving"
+ * outside one, and how the last canary ended on its revision ("aborted").
+ */
+function canaryMarks(hash: string, status: MLModelStatus): string[] {
+  const canary = status.canary;
+  const running = ["Waiting", "Progressing", "Paused", "Promoting", "Aborting"].includes(canary?.phase ?? "");
+  const marks = (status.revision?.serving ?? [])
+    .filter((s) => s.revision === hash)
+    .map((s) => {
+      if (!running) return "serving";
+      return `${s.role === "Canary" ? "canary" : "stable"} ${s.trafficPercent ?? 0}%`;
+    });
+  if (canary?.revision === hash) {
+    if (running && ["Waiting", "Promoting", "Aborting"].includes(canary.phase!))
+      marks.push(`${marks.length ? "" : "canary "}${canary.phase!.toLowerCase()}`);
+    if (canary.phase === "Aborted") marks.push("aborted");
+  }
+  if (marks.length === 0 && hash === status.revision?.lastReady) marks.push("last ready");
+  return marks;
 }
 
 /**

@@ -12,6 +12,7 @@ import type {
 } from "@kubernetes/client-node";
 import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts";
 import { redactText, redactUri } from "../downloader/redact.ts";
+import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
 import type { ServingPlan } from "./plan.ts";
 import { isPodReady, podProblem, terminationMessage } from "./pods.ts";
@@ -29,14 +30,17 @@ export interface Observed {
   /** Why no plan could be made (unknown runtime, unsupported protocol), if so. */
   planFailure?: { reason: string; message: string };
   plan?: ServingPlan;
+  /** The plan whose download `job` is, when not `plan` (a canary's version, downloaded beside it). */
+  downloadPlan?: ServingPlan;
   /** Hash of the desired serving pod template: pods with this revision label are current. */
   revision?: string;
   missing: MissingDependency[];
   storage?: V1PersistentVolumeClaim;
   job?: V1Job;
   jobPods: readonly V1Pod[];
+  /** The model's Deployment (with a canary, the stable one). */
   deployment?: V1Deployment;
-  /** Serving pods of this model, every revision. */
+  /** Serving pods of this model, every revision (a canary's too). */
   pods: readonly V1Pod[];
   service?: V1Service;
 }
@@ -188,10 +192,12 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
   return { job: jobName, jobState: job.status?.active ? "Running" : "Pending", attempts };
 }
 
-/** Returns the serving pods of the current revision. */
+/** Returns the serving pods of the current revision (the Deployment's own: a canary's are judged apart). */
 function servingStep(o: Observed, p: Draft): V1Pod[] {
   const d = o.deployment;
-  const current = o.pods.filter((pod) => pod.metadata?.labels?.[labels.revision] === o.revision);
+  const current = o.pods.filter(
+    (pod) => pod.metadata?.labels?.[labels.revision] === o.revision && !pod.metadata?.labels?.[trackLabel],
+  );
   if (!d) {
     set(p, "ServingReady", false, "Deploying", "creating the serving Deployment");
     decide(p, "Deploying", "creating the serving Deployment", "Deploying");
@@ -297,7 +303,7 @@ export function computeStatus(o: Observed): MLModelStatus {
       decide(p, missing.reason, `${missing.message}; waiting for it to appear`, "Pending");
     } else {
       set(p, "DependenciesReady", true, "Found", "referenced Secrets, ConfigMaps and claims exist");
-      download = downloadStep(o, p, o.plan);
+      download = downloadStep(o, p, o.downloadPlan ?? o.plan);
       if (!p.verdict) current = servingStep(o, p);
     }
   }

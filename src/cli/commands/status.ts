@@ -16,7 +16,7 @@ import {
   serialize,
   styleFromFlag,
 } from "../views/session.ts";
-import { renderStatusTable, statusHeadersFor, statusRow } from "../views/status.ts";
+import { hasRunningCanary, renderStatusTable, statusHeadersFor, statusRow } from "../views/status.ts";
 import type { Style } from "../views/style.ts";
 import { renderTable } from "../views/table.ts";
 
@@ -27,7 +27,9 @@ const help = `Usage: mlmodel status [NAME] [flags]
 Shows MLModels as a table: PHASE, READY (ready/desired replicas), DOWNLOAD (progress of the
 model download), URL, AGE and, when a model is not Ready, PROBLEM: the condition that says
 why (e.g. ModelDownloaded=False DownloadFailed: ...). A PHASE ending in * describes an older
-generation of the spec (the operator has not caught up yet).
+generation of the spec (the operator has not caught up yet). While a model runs a canary, a
+CANARY column shows the split: each serving revision with its ready/total replicas and share
+of the traffic, the step and the canary's phase (e.g. r3 4/4 80% · r4 1/1 20% · step 1/1 Paused).
 
 Flags:
   -A, --all-namespaces   every namespace
@@ -108,9 +110,10 @@ function changeLine(
   deleted: boolean,
 ): string {
   if (format !== "table") return render([m], format, style, allNamespaces, true);
-  const row = statusRow(m, { now: new Date(), style, showNamespace: allNamespaces });
+  const showCanary = hasRunningCanary(m);
+  const row = statusRow(m, { now: new Date(), style, showNamespace: allNamespaces, showCanary });
   if (deleted) row[allNamespaces ? 2 : 1] = "Deleted";
-  return `${renderTable(statusHeadersFor(allNamespaces), [row], style).split("\n")[1]}\n`;
+  return `${renderTable(statusHeadersFor(allNamespaces, showCanary), [row], style).split("\n")[1]}\n`;
 }
 
 /**

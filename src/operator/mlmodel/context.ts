@@ -32,6 +32,8 @@ export interface WriteContext {
 export interface ReadContext {
   request: Request;
   cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
+  /** Whether an optional kind (HTTPRoute) is served and its cache fully listed. */
+  served(kind: ResourceKind): boolean;
 }
 
 export interface MLModelContext extends ReadContext, WriteContext {
@@ -39,12 +41,17 @@ export interface MLModelContext extends ReadContext, WriteContext {
 }
 
 /**
- * The last status this controller wrote per model ("namespace/name"), and the resourceVersion
- * of the model it was computed from. A reconcile that runs before the cache has seen that write
- * (a child changed in between) compares against it instead of the cache's older status, so it
- * neither writes the same status twice nor records the same transition Event twice.
+ * The last status this controller wrote per model ("namespace/name"): the resourceVersion of
+ * the model it was computed from, and the one the write produced. A reconcile that runs before
+ * the cache has seen that write (a child changed in between) compares against it instead of
+ * the cache's older status, so it neither writes the same status twice nor records the same
+ * transition Event twice, and a canary's memory (status.canary) never steps back: the cache may
+ * lag by more than one write, so any cached version older than the one written is behind.
  */
-export type WrittenStatuses = Map<string, { fromResourceVersion: string | undefined; status: MLModelStatus }>;
+export type WrittenStatuses = Map<
+  string,
+  { fromResourceVersion: string | undefined; resourceVersion?: string | undefined; status: MLModelStatus }
+>;
 
 /**
  * URI Secrets this controller created that its cache had not shown yet ("namespace/name" -> until

@@ -1,7 +1,8 @@
 /**
  * Stage 2, decide: what this reconcile is about, as a pure function of the observation. The
- * plan of the spec, the revision it makes, whether a rollback serves another spec instead, and
- * which referenced objects are missing. Nothing is written yet.
+ * plan of the spec, the revision it makes, whether a rollback serves another spec instead, the
+ * canary (what the stable and canary Deployments serve, canary.ts), and which referenced
+ * objects are missing. Nothing is written yet.
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel } from "../../api/mlmodel.ts";
@@ -13,10 +14,14 @@ import { activeRollback } from "../rollback.ts";
 import { resolveRuntime } from "../runtime-selection.ts";
 import type { MissingDependency, Observed } from "../status.ts";
 import { referenceKey } from "./caches.ts";
+import { type CanaryStage, decideCanaryStage, usesCanary } from "./canary.ts";
 import type { Observation, Reference } from "./observe.ts";
 
 export interface Decision {
-  /** The plan served: the spec's, or while rolled back the last ready revision's. */
+  /**
+   * The plan the model's Deployment serves: the spec's, or while rolled back the last ready
+   * revision's; with a canary, the stable revision's (canary.stableServing).
+   */
   plan?: ServingPlan;
   /** Why the spec has no plan (unknown runtime, invalid name, ...). */
   planFailure?: Observed["planFailure"];
@@ -35,6 +40,8 @@ export interface Decision {
   uriSecretPlans: ServingPlan[];
   /** The model is being deleted: nothing is created or recorded any more. */
   deleting: boolean;
+  /** Set when the model has (or had) a canary: its decision and the plans of both Deployments. */
+  canary?: CanaryStage;
 }
 
 export function decide(o: Observation): Decision {
@@ -48,19 +55,38 @@ export function decide(o: Observation): Decision {
       ? desiredRevision(model, specRevision, controllerOwnerRef(model), revisions)
       : undefined;
   const rollback = activeRollback(model, specRevision, revisions);
-  const plan = rollback
-    ? (planFor({ ...model, spec: rollback.spec }, runtimes, rollback.recorded).plan ?? fromSpec.plan)
-    : fromSpec.plan;
-  const uriSecretPlans = deleting ? [] : [...new Set([fromSpec.plan, plan])].filter(needingUriSecret);
+  const canary =
+    fromSpec.plan && specRevision && usesCanary(model)
+      ? decideCanaryStage(o, {
+          specPlan: fromSpec.plan,
+          specRevision,
+          ...(revisionToRecord ? { revisionToRecord } : {}),
+          planOf: (spec, recorded) => planFor({ ...model, spec }, runtimes, recorded).plan,
+        })
+      : undefined;
+  const plan = canary
+    ? canary.stableServing
+    : rollback
+      ? (planFor({ ...model, spec: rollback.spec }, runtimes, rollback.recorded).plan ?? fromSpec.plan)
+      : fromSpec.plan;
+  // The canary's references matter while it is downloaded and started (the spec's own).
+  const canaryPlan = canary?.downloadsCanary ? canary.canaryServing : undefined;
+  const uriSecretPlans = deleting
+    ? []
+    : [...new Set([fromSpec.plan, plan, canary?.canaryServing])].filter(needingUriSecret);
   return {
     ...(plan ? { plan } : {}),
     ...(fromSpec.planFailure ? { planFailure: fromSpec.planFailure } : {}),
     ...(specRevision ? { specRevision } : {}),
     ...(revisionToRecord ? { revisionToRecord } : {}),
     ...(rollback ? { rollback } : {}),
-    missing: plan ? missingDependencies(plan, o.references) : [],
+    missing: [
+      ...(plan ? missingDependencies(plan, o.references) : []),
+      ...(canaryPlan && canaryPlan !== plan ? missingDependencies(canaryPlan, o.references) : []),
+    ],
     uriSecretPlans,
     deleting,
+    ...(canary ? { canary } : {}),
   };
 }
 

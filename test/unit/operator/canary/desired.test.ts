@@ -158,6 +158,16 @@ describe("the canary's children", () => {
       [labels.model]: "resnet",
       [labels.component]: "server",
     });
+    const straight = children({
+      serve: { kind: "promoting", stable: S, canary: X },
+      stablePlan: canaryPlan_,
+      live: { stableReady: 5, canaryReady: 0 },
+    });
+    assert.deepEqual(
+      [straight.canaryDeployment, straight.services],
+      [undefined, []],
+      "a promotion with no canary Deployment (from a wait, or at 100 %) creates none",
+    );
     const single = children({ serve: { kind: "single", revision: S }, mode: "GatewayAPI", gateway });
     assert.deepEqual([single.canaryDeployment, single.services], [undefined, []]);
   });
