@@ -15,6 +15,12 @@ export class PrerequisiteError extends Error {
   }
 }
 
+/** Who asks: the running process unless a test says otherwise. */
+export interface Asker {
+  uid: number | undefined;
+}
+export const thisProcess = (): Asker => ({ uid: process.getuid?.() });
+
 const aptEnv = () => ({ ...process.env, DEBIAN_FRONTEND: "noninteractive" });
 /** Another apt-get (a second test run, say) holds dpkg's lock for a while: wait for it. */
 const aptLockWait = ["-o", "DPkg::Lock::Timeout=600"];
@@ -33,9 +39,10 @@ const onPath = (command: string) =>
 export async function aptInstall(
   packages: readonly string[],
   progress: ProgressFn = () => {},
+  asker: Asker = thisProcess(),
 ): Promise<void> {
   const byHand = `apt-get install -y ${packages.join(" ")}`;
-  if (process.getuid?.() !== 0)
+  if (asker.uid !== 0)
     throw new PrerequisiteError(`installing Debian packages needs root: run sudo ${byHand}`);
   if (!onPath("apt-get"))
     throw new PrerequisiteError(

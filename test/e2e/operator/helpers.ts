@@ -25,8 +25,8 @@ import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../
 
 export const repoRoot = join(import.meta.dirname, "..", "..", "..");
 
-export async function adminClient(): Promise<KubeClient> {
-  return KubeClient.fromKubeConfig(kubeConfig());
+export async function adminClient(kc: KubeConfig = kubeConfig()): Promise<KubeClient> {
+  return KubeClient.fromKubeConfig(kc);
 }
 
 const kinds: Record<string, ResourceKind> = {
@@ -106,6 +106,10 @@ export interface RunningOperator {
 const writeVerbs = new Set(["create", "update", "patch", "apply", "delete"]);
 
 export interface OperatorOptions {
+  /** The cluster's admin kubeconfig (default: the run's shared cluster). */
+  adminKc?: KubeConfig;
+  /** How often the operator asks whether HTTPRoutes are served (default 30 s). */
+  servedPollIntervalMs?: number;
   /** The download Job's image (the operator's --downloader-image); default: the operator's default. */
   downloaderImage?: string;
 }
@@ -114,9 +118,9 @@ export async function startOperator(
   namespace: string,
   options: OperatorOptions = {},
 ): Promise<RunningOperator> {
-  const admin = await adminClient();
+  const adminKc = options.adminKc ?? kubeConfig();
+  const admin = await adminClient(adminKc);
   await install(admin);
-  const adminKc = kubeConfig();
   const cluster = adminKc.getCurrentCluster()!;
   const token = await requestToken(adminKc);
   const kc = new KubeConfig();
@@ -130,6 +134,9 @@ export async function startOperator(
     kubeConfig: kc,
     namespaces: [namespace],
     logger: pino({ level: "warn" }),
+    ...(options.servedPollIntervalMs !== undefined
+      ? { servedPollIntervalMs: options.servedPollIntervalMs }
+      : {}),
     ...(options.downloaderImage ? { downloaderImage: options.downloaderImage } : {}),
   });
   const requests: RequestRecord[] = [];
