@@ -184,11 +184,16 @@ async function oneRun(bed: RealNodeBed, run: number, log: Log): Promise<FirstInf
   return { ...times, roll, rollback };
 }
 
-/** Waits until the last 50 answers all carry `label` (the old pods have drained). */
+/** Waits until the last 50 answers all carry `label` (the old pods have drained), for 5 minutes at most. */
 async function untilOnly<T>(traffic: Traffic<T>, label: string): Promise<void> {
+  const deadline = performance.now() + 5 * 60_000;
   for (;;) {
     const last = traffic.report().labels.slice(-50);
     if (last.length === 50 && last.every((l) => l === label)) return;
+    if (performance.now() > deadline)
+      throw new Error(
+        `the last 50 answers did not all come from ${label} within 5 minutes: ${last.join(" ")}`,
+      );
     await sleep(500);
   }
 }
