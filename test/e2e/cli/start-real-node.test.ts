@@ -18,10 +18,11 @@ import {
   reserveRealNode,
 } from "../../../src/cluster/index.ts";
 import { scratchDir } from "../../harness/scratch.ts";
-import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";
+import { nodeLockWaitMs, withNodeWait } from "../../integration/realnode/harness.ts";
 import { repoRoot } from "../operator/helpers.ts";
 
-describe("mlmodel start --real-node", () => {
+// The wait for the machine's node (before) and the run itself (up to 40 minutes) are the suite's time.
+describe("mlmodel start --real-node", withNodeWait(45 * 60_000), () => {
   const env: NodeJS.ProcessEnv = { ...process.env, XDG_STATE_HOME: scratchDir("start-real-state") };
   delete env.KUBECONFIG;
   const dir = defaultClusterDir(env);
@@ -34,7 +35,9 @@ describe("mlmodel start --real-node", () => {
     await releaseRealNode(dir);
   });
 
-  it("ends with a curl command that returns the prediction, and leaves the cluster running", async () => {
+  it("ends with a curl command that returns the prediction, and leaves the cluster running", {
+    timeout: 45 * 60_000,
+  }, async () => {
     const r = spawnSync(
       process.execPath,
       [join(repoRoot, "src", "cli", "main.ts"), "start", "--real-node", "--exit-when-ready"],

@@ -11,6 +11,13 @@ import { waitFor } from "../../harness/cluster.ts";
 /** Real-node tests of one run (or of several engineers) take turns on the machine. */
 export const nodeLockWaitMs = 30 * 60_000;
 
+/**
+ * The timeout of a test that waits for the machine's node itself: the wait plus `workMs`. The
+ * runner's default (15 minutes) would count a wait for another run's node as the test's own time
+ * (seen: start --real-node cancelled after 15 minutes of waiting for another run's node).
+ */
+export const withNodeWait = (workMs: number) => ({ timeout: nodeLockWaitMs + workMs });
+
 const run = promisify(execFile);
 
 export interface Kubectl {
