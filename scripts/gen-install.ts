@@ -11,7 +11,12 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { stringify } from "yaml";
-import { defaultOperatorNamespace, installManifests, rulesFor } from "../src/install/manifests.ts";
+import {
+  defaultOperatorNamespace,
+  installManifests,
+  rulesFor,
+  secretPolicyValidations,
+} from "../src/install/manifests.ts";
 import { leaderElectionAccess, operatorAccess } from "../src/operator/access.ts";
 import { operatorName } from "../src/operator/names.ts";
 import type { KubeObject } from "../src/runtime/index.ts";
@@ -206,6 +211,7 @@ export function renderInstallFiles(): Map<string, string> {
     `${chartDir}/files/leader-election-rules.yaml`,
     header + stringify(rulesFor([leaderElectionAccess])),
   );
+  files.set(`${chartDir}/files/secret-policy-validations.yaml`, header + stringify(secretPolicyValidations));
   return files;
 }
 

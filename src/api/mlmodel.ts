@@ -6,6 +6,23 @@ import { conditions, envList, matching, objectName, port, quantity, stringList }
 import type { KubeObjectOf } from "./object.ts";
 import type { FromSchema } from "./schema-types.ts";
 
+const uriCredentialsAdvice =
+  "Put the credentials in a Secret and name it in spec.model.credentialsSecretRef (docs/downloader.md lists its keys for each scheme)";
+
+/** A user name or password before the host (`scheme://user:pass@host`), in CEL's regex syntax. */
+export const uriUserinfoPattern = "^([^:/?#]+://)?[^/?#]*@";
+
+// The API server quotes the whole value after "Invalid value:" for a FieldValueInvalid rule, and
+// not for FieldValueForbidden: the URI rules use the latter and echo only what is safe to show.
+const uriRuleReason = "FieldValueForbidden";
+
+// CEL: spec.model.uri as an admission error may echo it. A URI with a password is not shown at
+// all, and a query or fragment (a pre-signed URL's signature, a SAS) is cut off.
+const uriAsEchoed = `(self.matches('${uriUserinfoPattern}') ? '(not shown: it holds a user name or password)' : '"' + self.split('?')[0].split('#')[0] + (self.matches('[?#]') ? '?..."' : '"'))`;
+// CEL: the authority of a URI with userinfo, and the host it names (after its last "@").
+const uriAuthority = "self.split('://')[1].split('/')[0].split('?')[0].split('#')[0]";
+const uriWithoutUserinfo = `(self.contains('://') ? self.split('://')[0] + '://REDACTED@' + ${uriAuthority}.substring(${uriAuthority}.lastIndexOf('@') + 1) + '/...' : 'REDACTED@...')`;
+
 const modelSpec = {
   type: "object",
   description:
@@ -20,15 +37,20 @@ const modelSpec = {
       "x-kubernetes-validations": [
         {
           rule: "self.matches('^(s3|gs|https?|azblob|hf|pvc)://[^\\\\s]+$')",
-          messageExpression:
-            "'must be s3://, gs://, http://, https://, azblob://, hf:// or pvc:// followed by a location without spaces, got \"' + self + '\"'",
-          reason: "FieldValueInvalid",
+          messageExpression: `'must be s3://, gs://, http://, https://, azblob://, hf:// or pvc:// followed by a location without spaces, got ' + ${uriAsEchoed}`,
+          reason: uriRuleReason,
         },
         {
           rule: "!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/.*)?$')",
-          messageExpression:
-            "'a pvc:// URI names a PersistentVolumeClaim in the same namespace, e.g. pvc://models/resnet; got \"' + self + '\"'",
-          reason: "FieldValueInvalid",
+          messageExpression: `'a pvc:// URI names a PersistentVolumeClaim in the same namespace, e.g. pvc://models/resnet; got ' + ${uriAsEchoed}`,
+          reason: uriRuleReason,
+        },
+        {
+          // The URI shows in status, Events, logs and the download Job: a password in it would too.
+          rule: `!self.matches('${uriUserinfoPattern}')`,
+          messageExpression: `'must not contain a user name or password (got ' + ${uriWithoutUserinfo} + '): the URI is shown in status, Events and logs. ${uriCredentialsAdvice}'`,
+          message: `must not contain a user name or password: the URI is shown in status, Events and logs. ${uriCredentialsAdvice}`,
+          reason: uriRuleReason,
         },
       ],
     },

@@ -17,6 +17,7 @@ const commands: Record<string, () => Promise<CommandModule>> = {
   image: () => import("./commands/image.ts"),
   install: () => import("./commands/install.ts"),
   operator: () => import("./commands/operator.ts"),
+  promote: () => import("./commands/promote.ts"),
   rollback: () => import("./commands/rollback.ts"),
   status: () => import("./commands/status.ts"),
   start: () => import("./commands/start.ts"),

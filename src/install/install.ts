@@ -8,7 +8,20 @@ import { defaultOperatorNamespace, installManifests } from "./manifests.ts";
 
 const installFieldManager = "mlmodel-install";
 
+const admissionKind = (kind: string, plural: string): ResourceKind => ({
+  group: "admissionregistration.k8s.io",
+  version: "v1",
+  kind,
+  plural,
+  namespaced: false,
+});
+
 const kindsByName: Record<string, ResourceKind> = {
+  ValidatingAdmissionPolicy: admissionKind("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+  ValidatingAdmissionPolicyBinding: admissionKind(
+    "ValidatingAdmissionPolicyBinding",
+    "validatingadmissionpolicybindings",
+  ),
   CustomResourceDefinition: builtinKinds.CustomResourceDefinition,
   ClusterServingRuntime: clusterServingRuntimeKind,
   Namespace: builtinKinds.Namespace,

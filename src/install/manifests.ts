@@ -5,6 +5,7 @@
  */
 import { allCrds } from "../api/crds.ts";
 import { type Access, leaderElectionAccess, operatorAccess } from "../operator/access.ts";
+import { uriSecretType } from "../operator/desired.ts";
 import { operatorName } from "../operator/names.ts";
 import type { KubeObject } from "../runtime/index.ts";
 import { builtinRuntimes } from "./builtin-runtimes.ts";
@@ -34,6 +35,52 @@ export function rulesFor(access: readonly Access[]): PolicyRule[] {
 }
 
 const partOf = { "app.kubernetes.io/part-of": "mlmodel-operator" };
+
+export const secretPolicyName = `${operatorName}-secrets`;
+
+/** What the policy checks (the Helm chart reads it too, from a generated file). */
+export const secretPolicyValidations = [
+  {
+    expression: `object.type == '${uriSecretType}'`,
+    message: `the MLModel operator may create only Secrets of type ${uriSecretType} (model URIs)`,
+    reason: "Forbidden",
+  },
+];
+
+/**
+ * RBAC cannot say which Secrets a subject may create, and a Secret of type
+ * kubernetes.io/service-account-token names a ServiceAccount whose token the cluster then
+ * writes into it. So the operator, which may create Secrets only to hold model URIs with
+ * credentials in them (src/operator/mlmodel/syncers/uri-secret.ts), is held to that one type by this admission policy.
+ */
+export function secretPolicyManifests(namespace = defaultOperatorNamespace): KubeObject[] {
+  const operator = `system:serviceaccount:${namespace}:${operatorName}`;
+  return [
+    {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicy",
+      metadata: { name: secretPolicyName, labels: partOf },
+      spec: {
+        failurePolicy: "Fail",
+        matchConstraints: {
+          resourceRules: [
+            { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["secrets"] },
+          ],
+        },
+        matchConditions: [
+          { name: "by-the-operator", expression: `request.userInfo.username == '${operator}'` },
+        ],
+        validations: secretPolicyValidations,
+      },
+    },
+    {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicyBinding",
+      metadata: { name: secretPolicyName, labels: partOf },
+      spec: { policyName: secretPolicyName, validationActions: ["Deny"] },
+    },
+  ];
+}
 
 export function rbacManifests(namespace = defaultOperatorNamespace): KubeObject[] {
   const subject = { kind: "ServiceAccount", name: operatorName, namespace };
@@ -77,6 +124,7 @@ export function rbacManifests(namespace = defaultOperatorNamespace): KubeObject[
       },
       subjects: [subject],
     },
+    ...secretPolicyManifests(namespace),
   ];
 }
 

@@ -6,6 +6,7 @@
  */
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
 import { builtinKinds, type ResourceKind } from "../runtime/index.ts";
+import { httpRouteKind } from "./canary/desired.ts";
 
 export type AccessVerb = "get" | "list" | "watch" | "create" | "patch" | "update" | "delete";
 
@@ -38,6 +39,11 @@ export const operatorAccess: Access[] = [
   { kind: builtinKinds.HorizontalPodAutoscaler, verbs: own, why: "spec.autoscaling" },
   { kind: builtinKinds.ControllerRevision, verbs: own, why: "revision history (mlmodel history, rollback)" },
   {
+    kind: httpRouteKind,
+    verbs: own,
+    why: "a canary's exact traffic split (spec.rollout.canary.trafficRouting.gatewayAPI); watched only while the Gateway API is installed",
+  },
+  {
     kind: builtinKinds.PodDisruptionBudget,
     verbs: own,
     why: "keeps all but one serving replica through voluntary disruptions",
@@ -47,10 +53,15 @@ export const operatorAccess: Access[] = [
     verbs: read,
     why: "truthful status: readiness, crash loops, image pulls, scheduling",
   },
+  // Create only: a model URI with credentials in it (a pre-signed URL, a SAS) is kept in a
+  // Secret of its revision, which the download Job reads (mlmodel/syncers/uri-secret.ts). Never patch, update
+  // or delete: the operator cannot change any Secret, not even its own (they are immutable and
+  // garbage-collected with their ControllerRevision); and the ValidatingAdmissionPolicy of the
+  // install (src/install/manifests.ts) refuses any Secret it creates but that one type.
   {
     kind: builtinKinds.Secret,
-    verbs: read,
-    why: "waits for a missing credentials Secret (values are dropped from the cache)",
+    verbs: [...read, "create"],
+    why: "waits for a missing credentials Secret (values are dropped from the cache); creates the Secret holding a model URI that has credentials in it",
   },
   { kind: builtinKinds.ConfigMap, verbs: read, why: "waits for a missing model config ConfigMap" },
   { kind: builtinKinds.Event, verbs: ["create", "patch"], why: "Events on status transitions" },

@@ -35,7 +35,8 @@ export type Component =
   | "autoscaler"
   | "disruption-budget"
   | "revision"
-  | "prune";
+  | "prune"
+  | "model-uri";
 
 export function childLabels(modelName: string, component: Component): Record<string, string> {
   return {
@@ -81,6 +82,11 @@ export const childNames = {
    * its Jobs). A model name has at most 48 characters, so this stays within 63 (59).
    */
   downloader: (model: string) => `${model}-downloader`,
+  /**
+   * The Secret holding the exact model URI of a revision whose URI has credentials in it, owned
+   * by that revision's ControllerRevision (`<model>-<revision>`), so it goes with it.
+   */
+  uriSecret: (model: string, revision: string) => `${model}-${revision}-uri`,
   deployment: (model: string) => model,
   service: (model: string) => model,
   autoscaler: (model: string) => model,

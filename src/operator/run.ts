@@ -17,6 +17,8 @@ export interface OperatorOptions extends Partial<OperatorConfig> {
   concurrency?: number;
   /** /readyz fails after a cache's list/watch failed this long with no answer (runtime default 10 s). */
   healthGracePeriodMs?: number;
+  /** How often to ask whether the Gateway API (HTTPRoute) is served (runtime default 30 s). */
+  servedPollIntervalMs?: number;
   logger?: Logger;
 }
 
@@ -34,6 +36,9 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
     healthProbeBindAddress: options.healthProbeBindAddress,
     logger: options.logger,
     healthGracePeriodMs: options.healthGracePeriodMs,
+    ...(options.servedPollIntervalMs !== undefined
+      ? { servedPollIntervalMs: options.servedPollIntervalMs }
+      : {}),
     reportingController: "serving.mlmodel.dev/operator",
     ...(options.leaderElectionNamespace
       ? { leaderElection: { name: leaseName, namespace: options.leaderElectionNamespace } }

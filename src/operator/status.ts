@@ -11,6 +11,8 @@ import type {
   V1Service,
 } from "@kubernetes/client-node";
 import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts";
+import { redactText, redactUri } from "../downloader/redact.ts";
+import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
 import type { ServingPlan } from "./plan.ts";
 import { isPodReady, podProblem, terminationMessage } from "./pods.ts";
@@ -28,14 +30,17 @@ export interface Observed {
   /** Why no plan could be made (unknown runtime, unsupported protocol), if so. */
   planFailure?: { reason: string; message: string };
   plan?: ServingPlan;
+  /** The plan whose download `job` is, when not `plan` (a canary's version, downloaded beside it). */
+  downloadPlan?: ServingPlan;
   /** Hash of the desired serving pod template: pods with this revision label are current. */
   revision?: string;
   missing: MissingDependency[];
   storage?: V1PersistentVolumeClaim;
   job?: V1Job;
   jobPods: readonly V1Pod[];
+  /** The model's Deployment (with a canary, the stable one). */
   deployment?: V1Deployment;
-  /** Serving pods of this model, every revision. */
+  /** Serving pods of this model, every revision (a canary's too). */
   pods: readonly V1Pod[];
   service?: V1Service;
 }
@@ -156,20 +161,22 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
   const jobName = plan.source.jobName;
   if (!job) {
     set(p, "ModelDownloaded", false, "Downloading", `starting download Job ${jobName}`);
-    decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.uri}`, "Downloading");
+    decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.shownUri}`, "Downloading");
     return { job: jobName, jobState: "Pending", attempts: 0 };
   }
   const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0);
   const end = jobEnd(job);
   if (end?.type === "Complete") {
-    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.uri} is in ${plan.source.dest}`);
+    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
     return { job: jobName, jobState: "Succeeded", attempts };
   }
   if (end?.type === "Failed") {
+    // The downloader redacts its own message; an older or foreign image might not.
     const said = newestFirst(o.jobPods)
       .map((pod) => terminationMessage(pod, "download"))
       .find((m) => m !== undefined);
-    const message = `download of ${plan.source.uri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${said ?? end.message ?? "no message from the downloader"}`;
+    const saidShown = said === undefined ? undefined : redactText(said);
+    const message = `download of ${plan.source.shownUri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${saidShown ?? end.message ?? "no message from the downloader"}`;
     set(p, "ModelDownloaded", false, "DownloadFailed", message);
     decide(p, "DownloadFailed", `${message}. Fix the cause (URI, credentials) and the download is retried`);
     return { job: jobName, jobState: "Failed", attempts };
@@ -179,16 +186,18 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
     decide(p, problem.reason, `download: ${problem.message}`);
   } else {
-    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`);
-    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`, "Downloading");
+    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`);
+    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`, "Downloading");
   }
   return { job: jobName, jobState: job.status?.active ? "Running" : "Pending", attempts };
 }
 
-/** Returns the serving pods of the current revision. */
+/** Returns the serving pods of the current revision (the Deployment's own: a canary's are judged apart). */
 function servingStep(o: Observed, p: Draft): V1Pod[] {
   const d = o.deployment;
-  const current = o.pods.filter((pod) => pod.metadata?.labels?.[labels.revision] === o.revision);
+  const current = o.pods.filter(
+    (pod) => pod.metadata?.labels?.[labels.revision] === o.revision && !pod.metadata?.labels?.[trackLabel],
+  );
   if (!d) {
     set(p, "ServingReady", false, "Deploying", "creating the serving Deployment");
     decide(p, "Deploying", "creating the serving Deployment", "Deploying");
@@ -294,7 +303,7 @@ export function computeStatus(o: Observed): MLModelStatus {
       decide(p, missing.reason, `${missing.message}; waiting for it to appear`, "Pending");
     } else {
       set(p, "DependenciesReady", true, "Found", "referenced Secrets, ConfigMaps and claims exist");
-      download = downloadStep(o, p, o.plan);
+      download = downloadStep(o, p, o.downloadPlan ?? o.plan);
       if (!p.verdict) current = servingStep(o, p);
     }
   }
@@ -312,11 +321,14 @@ export function computeStatus(o: Observed): MLModelStatus {
   set(p, "Ready", ready, verdict.reason, verdict.message);
 
   const revision = o.revision;
-  const history = [...(previous?.revision?.history ?? [])];
+  // Entries an older operator wrote may hold a URI with credentials in it.
+  const history = (previous?.revision?.history ?? []).map((h) =>
+    h.modelURI ? { ...h, modelURI: redactUri(h.modelURI) } : h,
+  );
   if (ready && revision && history[0]?.revision !== revision) {
     history.unshift({
       revision,
-      ...(o.plan?.spec.model.uri ? { modelURI: o.plan.spec.model.uri } : {}),
+      ...(o.plan?.spec.model.uri ? { modelURI: redactUri(o.plan.spec.model.uri) } : {}),
       ...(o.plan?.spec.model.version ? { modelVersion: o.plan.spec.model.version } : {}),
       ...(o.plan ? { image: o.plan.image } : {}),
       readyAt: o.now,

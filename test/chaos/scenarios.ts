@@ -353,6 +353,11 @@ export async function outageScenario(opts: {
   longOutageMs?: number;
 }): Promise<OutageResult> {
   const s = await stage("chaos-outage");
+  // The background loops stop in `finally` too: a throw mid-scenario must not leave them
+  // running (they kept the test process alive until the runner's timeout).
+  let probing = true;
+  let churning = true;
+  const loops: Promise<void>[] = [];
   try {
     const op = await s.start();
     await waitReady(op);
@@ -361,7 +366,6 @@ export async function outageScenario(opts: {
     await waitConverged(s.admin, chaosNamespace, churn.wishes);
     const readyz: Record<string, number> = {};
     const healthz: Record<string, number> = {};
-    let probing = true;
     let outage = false;
     const prober = (async () => {
       while (probing) {
@@ -373,13 +377,13 @@ export async function outageScenario(opts: {
         await sleep(250);
       }
     })();
-    let churning = true;
     const driver = drive(
       2,
       0,
       () => churn.step({ create: 0.1, update: 0.8 }).then(() => sleep(50)),
       () => !churning,
     );
+    loops.push(prober, driver);
     await sleep(3000);
     outage = true;
     opts.log("restarting the API server (3 s down)");
@@ -418,6 +422,9 @@ export async function outageScenario(opts: {
       report,
     };
   } finally {
+    probing = false;
+    churning = false;
+    await Promise.allSettled(loops);
     await s.stop();
   }
 }

@@ -4,6 +4,7 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { stringify } from "yaml";
+import { redactText } from "../../downloader/redact.ts";
 import { isDnsLabel, type KubeClient, type KubeObject } from "../../runtime/index.ts";
 import { cliClient, loadKubeConfig } from "../commands/kubeconfig-flag.ts";
 import { CliError } from "../errors.ts";
@@ -115,10 +116,23 @@ export function serialize(objects: readonly KubeObject[], format: "json" | "yaml
   return format === "json" ? `${JSON.stringify(value, null, 2)}\n` : stringify(value, { lineWidth: 0 });
 }
 
-/** Drops managedFields: noise to a person, and kubectl hides them too. */
+/**
+ * A value with every string in it passed through redactText: what any view prints. A model
+ * URI may carry credentials (a pre-signed URL's signature, a SAS, a token), in spec.model.uri,
+ * in a kubectl last-applied annotation, in what an older operator wrote to status.
+ */
+export function redacted<T>(value: T): T {
+  if (typeof value === "string") return redactText(value) as T;
+  if (Array.isArray(value)) return value.map(redacted) as T;
+  if (value && typeof value === "object")
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redacted(v)])) as T;
+  return value;
+}
+
+/** Drops managedFields (noise to a person, and kubectl hides them too); redacts URIs. */
 export function forDisplay<T extends KubeObject>(obj: T): T {
   const { managedFields: _managed, ...metadata } = obj.metadata as KubeObject["metadata"] & {
     managedFields?: unknown;
   };
-  return { ...obj, metadata } as T;
+  return redacted({ ...obj, metadata } as T);
 }

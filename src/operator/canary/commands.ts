@@ -1,21 +1,27 @@
 /**
- * How `mlmodel promote` reaches the operator: an annotation on the MLModel that names the
- * canary revision it is about. Level-based: the operator acts while the annotation names the
- * spec's revision, whatever happened in between (a restart, a missed event), and a stale one
- * can never promote a later canary:
+ * How `mlmodel promote` reaches the operator: an annotation on the MLModel that names the one
+ * canary it is about, by its revision and its start time. Level-based: the operator acts while
+ * the annotation names the running canary, whatever happened in between (a restart, a missed
+ * event), and a command left behind can never act on a later canary, even one of the same
+ * revision (it starts later):
  *
- *   serving.mlmodel.dev/canary-promote: <revision>          promote the canary of <revision>
- *   serving.mlmodel.dev/canary-resume:  <revision>:<step>    end the pause of step <step> (from 0)
+ *   serving.mlmodel.dev/canary-promote: <revision>@<start ms>          promote that canary
+ *   serving.mlmodel.dev/canary-promote: <revision>@g<generation>       promote the canary of <revision>
+ *                                                                      while the spec is at <generation>
+ *   serving.mlmodel.dev/canary-resume:  <revision>@<start ms>:<step>   end the pause of step <step> (from 0)
  *
- * The operator removes an annotation once it can no longer apply (it names another revision
- * than the spec's, the revision was promoted, or the step is past). The annotation and the
- * spec live on the same object, so the operator's cache never sees a command without the spec
- * it was written for: it cannot drop a command it has not acted on.
+ * The generation form is what `mlmodel rollback` writes beside the spec it writes (no canary of
+ * that revision has started yet): a rollback never waits on steps. The operator never removes a
+ * command (it writes only the model's status, never the object: its RBAC has no patch on
+ * mlmodels); a spent command is inert and the next `mlmodel promote` overwrites it. The
+ * annotation and the spec live on the same object, so the operator's cache never sees a command
+ * without the spec it was written for.
  *
  * An abort is `mlmodel rollback NAME`: it writes the stable revision's serving spec back
  * (as it always did), and a spec whose revision is the stable one has nothing to canary.
  */
 import type { CanaryStatus } from "../../api/mlmodel.ts";
+import type { KubeObject, Predicate } from "../../runtime/index.ts";
 
 export const commandAnnotations = {
   promote: "serving.mlmodel.dev/canary-promote",
@@ -29,42 +35,53 @@ export interface CanaryCommands {
   resume?: { revision: string; step: number };
 }
 
-export function readCommands(annotations: Readonly<Record<string, string>> | undefined): CanaryCommands {
-  const promote = annotations?.[commandAnnotations.promote]?.trim();
-  const resume = /^([a-z0-9]+):(\d+)$/.exec(annotations?.[commandAnnotations.resume]?.trim() ?? "");
-  return {
-    ...(promote ? { promote } : {}),
-    ...(resume ? { resume: { revision: resume[1]!, step: Number(resume[2]) } } : {}),
-  };
+/**
+ * Passes updates whose command annotations changed, so `mlmodel promote` wakes the operator
+ * (a metadata change leaves the generation alone) and no other annotation edit does.
+ */
+export function commandsChangedPredicate(): Predicate {
+  const commands = (obj: KubeObject) =>
+    Object.values(commandAnnotations).map((key) => obj.metadata.annotations?.[key] ?? "");
+  return (c) => c.type !== "update" || commands(c.old).join("\n") !== commands(c.object).join("\n");
+}
+
+/** The token that names one canary: its start time in ms (a later canary of the same revision starts later). */
+export function canaryToken(canary: CanaryStatus | undefined): string | undefined {
+  const started = canary?.startedAt ? Date.parse(canary.startedAt) : Number.NaN;
+  return Number.isFinite(started) ? String(started) : undefined;
 }
 
 /**
- * Command annotations the operator should remove: those that name another revision than the
- * spec's, a promotion of the stable revision (done), or a step the canary is past.
+ * The commands that name the canary the model runs now (status.canary as last written) or,
+ * for a promote in the generation form, the spec at its current generation. Any other command
+ * is inert and left out, so the state machine sees only commands meant for what it decides.
  */
-export function staleCommands(
+export function readCommands(
   annotations: Readonly<Record<string, string>> | undefined,
-  specRevision: string,
-  stableRevision: string | undefined,
-  currentStep: number | undefined,
-): string[] {
-  const stale: string[] = [];
-  const promote = annotations?.[commandAnnotations.promote];
-  if (promote !== undefined) {
-    const named = promote.trim();
-    if (named !== specRevision || named === stableRevision) stale.push(commandAnnotations.promote);
-  }
-  const raw = annotations?.[commandAnnotations.resume];
-  if (raw !== undefined) {
-    const resume = readCommands(annotations).resume;
-    const past =
-      !resume ||
-      resume.revision !== specRevision ||
-      resume.revision === stableRevision ||
-      (currentStep !== undefined && resume.step < currentStep);
-    if (past) stale.push(commandAnnotations.resume);
-  }
-  return stale;
+  canary: CanaryStatus | undefined,
+  generation: number | undefined,
+): CanaryCommands {
+  const token = canaryToken(canary);
+  const promote = /^([a-z0-9]+)@(g?)(\d+)$/.exec(annotations?.[commandAnnotations.promote]?.trim() ?? "");
+  const resume = /^([a-z0-9]+)@(\d+):(\d+)$/.exec(annotations?.[commandAnnotations.resume]?.trim() ?? "");
+  const promoteMeant =
+    promote &&
+    (promote[2] === "g"
+      ? generation !== undefined && Number(promote[3]) === generation
+      : promote[1] === canary?.revision && promote[3] === token);
+  const resumeMeant = resume && resume[1] === canary?.revision && resume[2] === token;
+  return {
+    ...(promoteMeant ? { promote: promote[1]! } : {}),
+    ...(resumeMeant ? { resume: { revision: resume[1]!, step: Number(resume[3]) } } : {}),
+  };
+}
+
+/** The command `mlmodel rollback` writes beside the spec of `revision` it writes (at `generation`). */
+export function rollbackPromoteAnnotation(
+  revision: string,
+  generation: number,
+): { key: string; value: string } {
+  return { key: commandAnnotations.promote, value: `${revision}@g${generation}` };
 }
 
 /**
@@ -76,17 +93,18 @@ export function promoteAnnotation(
   options: { step?: boolean } = {},
 ): { key: string; value: string } | { error: string } {
   const running = canary && ["Waiting", "Progressing", "Paused"].includes(canary.phase ?? "");
-  if (!canary?.revision || !running) {
+  const token = canaryToken(canary);
+  if (!canary?.revision || !running || !token) {
     const ended = canary?.phase
       ? ` (the last canary, of revision ${canary.revision}, is ${canary.phase})`
       : "";
     return { error: `no canary is running${ended}; nothing to promote` };
   }
-  if (!options.step) return { key: commandAnnotations.promote, value: canary.revision };
+  if (!options.step) return { key: commandAnnotations.promote, value: `${canary.revision}@${token}` };
   if (canary.phase !== "Paused") {
     return {
       error: `the canary of revision ${canary.revision} is ${canary.phase}, not paused: --step ends a pause; promote without --step to move all traffic now`,
     };
   }
-  return { key: commandAnnotations.resume, value: `${canary.revision}:${canary.step ?? 0}` };
+  return { key: commandAnnotations.resume, value: `${canary.revision}@${token}:${canary.step ?? 0}` };
 }

@@ -253,10 +253,14 @@ export function desiredCanaryChildren(input: CanaryChildrenInput): CanaryChildre
   if (serve.kind === "promoting" || serve.kind === "aborting") {
     const promoting = serve.kind === "promoting";
     const stableDesired = stableBase.spec?.replicas ?? live.deployment?.spec?.replicas ?? 0;
+    // Promoting: the canary keeps serving until the stable Deployment serves its revision
+    // everywhere (a promotion straight from a wait, with no canary Deployment, makes none).
     // Aborting: the canary stays until the stable has every replica ready again, or goes at
     // once when it serves nothing (crash-looping pods carry no traffic).
     const keepCanary =
-      canaryPlan && (promoting || (live.canaryReady > 0 && live.stableReady < stableDesired));
+      canaryPlan &&
+      live.canary !== undefined &&
+      (promoting || (live.canaryReady > 0 && live.stableReady < stableDesired));
     if (keepCanary) {
       return {
         stableDeployment: stableBase,

@@ -11,24 +11,24 @@
  *   after a promotion serves, and it must not need a download then.
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
-import type { CanaryStatus, MLModelSpec } from "../../api/mlmodel.ts";
+import type { CanaryStatus } from "../../api/mlmodel.ts";
+import type { ServingPlan } from "../plan.ts";
 import { contentToKeep } from "../prune.ts";
 import { revisionHash } from "../revisions.ts";
 
 /**
- * Content directories to keep: every served spec's (stable and canary while both serve) and
+ * Content directories to keep: every served plan's (stable and canary while both serve) and
  * every kept revision's, except the revision of a canary that was aborted (unless served).
+ * Plans, not specs: a revision whose URI was recorded redacted knows its content only from
+ * its recorded source (RecordedSource), which its plan carries.
  */
 export function contentToKeepWithCanary(
-  served: readonly MLModelSpec[],
+  served: readonly Pick<ServingPlan, "source">[],
   revisions: readonly V1ControllerRevision[],
   canary: CanaryStatus | undefined,
 ): string[] {
   // Aborting: the canary still serves (it is in `served`); only once it is gone is it the loser.
   const loser = canary?.phase === "Aborted" ? canary.revision : undefined;
   const kept = revisions.filter((r) => revisionHash(r) !== loser);
-  const [first = { model: {} }, ...others] = served;
-  const keep = new Set(contentToKeep(first, kept));
-  for (const spec of others) for (const hash of contentToKeep(spec, [])) keep.add(hash);
-  return [...keep].sort();
+  return contentToKeep(served, kept);
 }

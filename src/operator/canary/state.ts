@@ -303,9 +303,15 @@ function progress(input: CanaryInput, plan: CanaryPlan, spec: string, stable: st
     };
   }
   if (record.phase === "Waiting") {
-    // The route can exist now: the step starts over from here.
+    // The canary can start now (the route can exist, the name is free): from its first step.
     const { stepReadyAt: _r, ...kept } = record;
-    record = { ...kept, stepStartedAt: input.now };
+    record = {
+      ...kept,
+      step: 0,
+      stepStartedAt: input.now,
+      reason: "Started",
+      message: `canary of ${rev(input, spec)} started beside ${rev(input, stable)} (it waited: ${record.reason})`,
+    };
     fresh = true;
   }
   if (!input.health.healthy) {
@@ -379,6 +385,9 @@ function atStep(
   const ready = view.ready && !fresh;
   if (!ready) {
     const { pauseEndsAt: _p, ...kept } = base;
+    // Still on the way to this step, nothing new to say: the record stands as written (a
+    // status that does not change is not written again).
+    if (!fresh && record.phase === "Progressing" && !record.stepReadyAt) return { serve, status: kept };
     return {
       serve,
       status: {
@@ -418,6 +427,7 @@ function atStep(
       );
     }
     const next = plan.steps[index + 1]!;
+    const nextView = input.split(next.trafficPercent);
     const { stepReadyAt: _r, ...kept } = held;
     return {
       serve: { ...serve, percent: next.trafficPercent },
@@ -428,6 +438,8 @@ function atStep(
         step: index + 1,
         stepStartedAt: input.now,
         trafficPercent: next.trafficPercent,
+        effectivePercent: nextView.effectivePercent,
+        exact: nextView.exact,
         message: `moving to ${next.trafficPercent}% at ${stepLabel(index + 1, plan)}`,
         summary: `${shortRev(input, spec)} to ${next.trafficPercent}% (${stepLabel(index + 1, plan)})`,
       },

@@ -61,7 +61,7 @@ export function canaryEvent(
         ? undefined
         : { type: "Warning", reason: "CanaryWaiting", message };
     case "Progressing":
-      if (isNew)
+      if (isNew || before?.phase === "Waiting")
         return {
           type: "Normal",
           reason: after.reason === "Replaced" ? "CanaryReplaced" : "CanaryStarted",

@@ -1,14 +1,16 @@
 /**
  * Stage 4, status: the model's status as a pure function of what was observed, decided and
- * synced. computeStatus (status.ts) judges the children; here the revision numbers and the
- * automatic rollback are added: while rolled back the status says so, and a newly failed
- * revision is recorded first (the status write is the memory) and served back next.
+ * synced. computeStatus (status.ts) judges the children; here the canary (canary.ts), the
+ * revision numbers and the automatic rollback are added: while rolled back the status says so,
+ * and a newly failed revision (or an unhealthy canary) is recorded first (the status write is
+ * the memory) and served back next.
  */
 import type { MLModelStatus } from "../../api/mlmodel.ts";
 import { childNames, labels } from "../names.ts";
 import { withRevisionNumbers } from "../revisions.ts";
 import { failureToRecord, withRollback } from "../rollback.ts";
 import { computeStatus, type Observed } from "../status.ts";
+import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
 import type { Synced } from "./sync.ts";
@@ -29,6 +31,7 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
     now,
     planFailure: d.planFailure,
     plan,
+    ...(s.downloadPlan && s.downloadPlan !== plan ? { downloadPlan: s.downloadPlan } : {}),
     revision: s.revision,
     missing: d.missing,
     storage:
@@ -41,14 +44,31 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
     pods: o.pods.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
   };
-  const status = withRevisionNumbers(computeStatus(observed), s.revisions);
+  const computed = computeStatus(observed);
+  const canary = d.canary;
+  const withItsCanary =
+    canary && d.specRevision
+      ? withCanary(computed, o, canary, s, d.specRevision, d.rollback !== undefined)
+      : computed;
+  const status = withRevisionNumbers(withItsCanary, s.revisions);
   const generation = model.metadata.generation ?? 0;
   if (d.rollback) {
     const { failed, target } = d.rollback;
-    return { status: withRollback(status, model.status, failed, target, generation, now) };
+    const rolledBack = withRollback(status, model.status, failed, target, generation, now);
+    return withRequeue(rolledBack, canary && canaryRequeue(canary, model.status, rolledBack));
   }
-  const failed = failureToRecord(model, status, d.specRevision, s.revisions, now);
+  // A canary's failure is the state machine's to record (the stable revision serves meanwhile);
+  // an ordinary rollout's, the status's (the spec's revision serves and failed).
+  const failed =
+    canary?.decision.failed ??
+    (s.revision === d.specRevision
+      ? failureToRecord(model, status, d.specRevision, s.revisions, now)
+      : undefined);
   // Recorded first, served next: the next reconcile reads it back (writtenStatus) and rolls back.
   if (failed) return { status: { ...status, revision: { ...status.revision, failed } }, requeueAfterMs: 100 };
-  return { status };
+  return withRequeue(status, canary && canaryRequeue(canary, model.status, status));
+}
+
+function withRequeue(status: MLModelStatus, requeueAfterMs: number | undefined): Assessment {
+  return requeueAfterMs === undefined ? { status } : { status, requeueAfterMs };
 }

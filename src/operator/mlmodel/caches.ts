@@ -64,6 +64,18 @@ export function secretWithoutValues(obj: KubeObject): KubeObject {
   };
 }
 
+/**
+ * Index of Secrets named as a model's URI Secrets (childNames.uriSecret: `<model>-<revision>-uri`,
+ * the revision 10 hex digits) by "namespace/model". By name, not by label or owner: a same-named
+ * Secret the operator did not make must be seen too, or the download Job would read it.
+ */
+export const uriSecretsByModelIndex = "uri-secrets-by-model";
+
+export function uriSecretModelKeys(secret: Readonly<KubeObject>): string[] {
+  const model = /^(.+)-[0-9a-f]{10}-uri$/.exec(secret.metadata.name ?? "")?.[1];
+  return model ? [`${secret.metadata.namespace}/${model}`] : [];
+}
+
 /** Index of our pods by "namespace/model" (their model label). */
 export const podsByModelIndex = "pods-by-model";
 
@@ -81,7 +93,10 @@ export function podModelKeys(pod: Readonly<KubeObject>): string[] {
 /** Caches with options of their own (the children's are plain, indexed by owner). */
 export const modelCaches: readonly { kind: ResourceKind; options: CacheOptions }[] = [
   { kind: mlModelKind, options: { indexes: { [referenceIndex]: modelReferences as IndexFunc } } },
-  { kind: builtinKinds.Secret, options: { transform: secretWithoutValues } },
+  {
+    kind: builtinKinds.Secret,
+    options: { transform: secretWithoutValues, indexes: { [uriSecretsByModelIndex]: uriSecretModelKeys } },
+  },
   // Only pods we started: the operator never holds every pod of the cluster in memory. Indexed
   // by model, so a reconcile reads its own pods instead of scanning its namespace's.
   {

@@ -1,17 +1,20 @@
 /**
  * Stage 5, cleanup: what is no longer needed goes. Revisions beyond the history limit go at
  * every reconcile (never the one served, the last ready one or the spec's). The rest only once
- * the current revision serves (phase Ready): old download Jobs (their content is no longer
- * used), our claim when the model moved to pvc:// or an image, and in model storage every
- * content directory no kept revision uses (a prune Job). The steps are a pure function of the
- * earlier stages' results; cleanup() carries them out in order.
+ * the model serves (phase
+ * Ready): old download Jobs (their content is no longer used; a canary's and the stable one's
+ * are both in use), our claim when the model moved to pvc:// or an image, and in model storage
+ * every content directory no kept revision uses (a prune Job; an aborted canary's content
+ * goes too). The steps are a pure function of the earlier stages' results; cleanup() carries
+ * them out in order.
  */
 import type { V1Job } from "@kubernetes/client-node";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
 import { builtinKinds, controllerOwnerRef, type KubeObject, type ResourceKind } from "../../runtime/index.ts";
+import { contentToKeepWithCanary } from "../canary/prune.ts";
 import { fieldManager } from "../names.ts";
 import type { OperatorConfig } from "../plan.ts";
-import { contentToKeep, desiredPruneJob } from "../prune.ts";
+import { desiredPruneJob } from "../prune.ts";
 import { defaultRevisionHistoryLimit, revisionsToPrune } from "../revisions.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
@@ -41,20 +44,20 @@ export function cleanupSteps(
   if (status.phase !== "Ready" || !plan) return steps;
 
   const keptRevisions = s.revisions.filter((r) => !pruned.includes(r));
+  const served = [plan, ...(d.canary?.canaryServing ? [d.canary.canaryServing] : [])];
   const prune = desiredPruneJob(
     plan,
     controllerOwnerRef(o.model),
     config,
-    contentToKeep(plan.spec, keptRevisions),
+    contentToKeepWithCanary(served, keptRevisions, status.canary),
   );
   const pruneName = prune?.metadata?.name;
-  const jobs = o.children.jobs;
-  for (const old of jobs) {
-    const name = old.metadata?.name;
-    if (name !== s.job?.metadata?.name && name !== pruneName)
-      steps.push({ verb: "delete", kind: builtinKinds.Job, object: old });
+  const inUse = new Set([...s.jobs.map((j) => j.metadata?.name), pruneName]);
+  for (const old of o.children.jobs) {
+    if (!inUse.has(old.metadata?.name)) steps.push({ verb: "delete", kind: builtinKinds.Job, object: old });
   }
-  if (prune && !jobs.some((j) => j.metadata?.name === pruneName)) steps.push({ verb: "prune", job: prune });
+  if (prune && !o.children.jobs.some((j) => j.metadata?.name === pruneName))
+    steps.push({ verb: "prune", job: prune });
   if (plan.source.type !== "download")
     for (const c of o.children.claims)
       steps.push({ verb: "delete", kind: builtinKinds.PersistentVolumeClaim, object: c });

@@ -1,7 +1,8 @@
 /**
- * The MLModel controller's registration: the caches it reads, the children it owns, what else
- * wakes a model (its pods, the objects it references, runtimes), and how many models are
- * reconciled at once. The reconcile itself is reconcile.ts.
+ * The MLModel controller's registration: the caches it reads, the children it owns (an
+ * HTTPRoute only while the cluster serves the kind), what else wakes a model (its pods, the
+ * objects it references, runtimes, a canary command), and how many models are reconciled at
+ * once. The reconcile itself is reconcile.ts.
  */
 
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../../api/kinds.ts";
@@ -11,10 +12,13 @@ import {
   generationChangedPredicate,
   type KubeObject,
   type Manager,
+  or,
   type Request,
 } from "../../runtime/index.ts";
+import { commandsChangedPredicate } from "../canary/commands.ts";
+import { httpRouteKind } from "../canary/desired.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import type { WrittenStatuses } from "./context.ts";
+import type { CreatedSecrets, WrittenStatuses } from "./context.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
 
 export interface MLModelControllerOptions extends ReconcileOptions {
@@ -41,9 +45,11 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
       models.byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`).map(requestOf);
 
   const written: WrittenStatuses = new Map();
+  const createdSecrets: CreatedSecrets = new Map();
   mgr
     .controller("mlmodel")
-    .for(mlModelKind, { predicates: [generationChangedPredicate()] })
+    // A spec change, or a canary command (`mlmodel promote` writes an annotation).
+    .for(mlModelKind, { predicates: [or(generationChangedPredicate(), commandsChangedPredicate())] })
     .owns(builtinKinds.Deployment)
     .owns(builtinKinds.Service)
     .owns(builtinKinds.Job)
@@ -51,6 +57,8 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .owns(builtinKinds.HorizontalPodAutoscaler)
     .owns(builtinKinds.PodDisruptionBudget)
     .owns(builtinKinds.ControllerRevision)
+    // A canary's traffic split, watched only while the cluster serves the Gateway API.
+    .owns(httpRouteKind, { optional: true })
     .watches(builtinKinds.Pod, (pod) => {
       const model = modelOfPod(pod);
       return model ? [model] : [];
@@ -62,6 +70,10 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))
     .concurrency(options.concurrency ?? defaultConcurrency)
     .reconcile((ctx) =>
-      reconcileMLModel(ctx, { ...options, writtenStatus: options.writtenStatus ?? written }),
+      reconcileMLModel(ctx, {
+        ...options,
+        writtenStatus: options.writtenStatus ?? written,
+        createdSecrets: options.createdSecrets ?? createdSecrets,
+      }),
     );
 }

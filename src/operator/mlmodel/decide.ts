@@ -1,22 +1,27 @@
 /**
  * Stage 2, decide: what this reconcile is about, as a pure function of the observation. The
- * plan of the spec, the revision it makes, whether a rollback serves another spec instead, and
- * which referenced objects are missing. Nothing is written yet.
+ * plan of the spec, the revision it makes, whether a rollback serves another spec instead, the
+ * canary (what the stable and canary Deployments serve, canary.ts), and which referenced
+ * objects are missing. Nothing is written yet.
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { builtinKinds, controllerOwnerRef, type ResourceKind } from "../../runtime/index.ts";
-import { servingPodTemplate } from "../desired.ts";
-import { PlanError, planModel, type ServingPlan } from "../plan.ts";
+import { needsUriSecret, servingPodTemplate } from "../desired.ts";
+import { PlanError, planModel, type RecordedSource, type ServingPlan } from "../plan.ts";
 import { desiredRevision } from "../revisions.ts";
 import { activeRollback } from "../rollback.ts";
 import { resolveRuntime } from "../runtime-selection.ts";
 import type { MissingDependency, Observed } from "../status.ts";
 import { referenceKey } from "./caches.ts";
+import { type CanaryStage, decideCanaryStage, usesCanary } from "./canary.ts";
 import type { Observation, Reference } from "./observe.ts";
 
 export interface Decision {
-  /** The plan served: the spec's, or while rolled back the last ready revision's. */
+  /**
+   * The plan the model's Deployment serves: the spec's, or while rolled back the last ready
+   * revision's; with a canary, the stable revision's (canary.stableServing).
+   */
   plan?: ServingPlan;
   /** Why the spec has no plan (unknown runtime, invalid name, ...). */
   planFailure?: Observed["planFailure"];
@@ -28,8 +33,15 @@ export interface Decision {
   rollback?: NonNullable<ReturnType<typeof activeRollback>>;
   /** Referenced objects of the served plan that do not exist (or lack the key needed). */
   missing: MissingDependency[];
+  /**
+   * The plans whose exact URI has credentials in it, the spec's and the served one's: each
+   * needs its revision's URI Secret, created when the revision is recorded (syncers/uri-secret.ts).
+   */
+  uriSecretPlans: ServingPlan[];
   /** The model is being deleted: nothing is created or recorded any more. */
   deleting: boolean;
+  /** Set when the model has (or had) a canary: its decision and the plans of both Deployments. */
+  canary?: CanaryStage;
 }
 
 export function decide(o: Observation): Decision {
@@ -43,36 +55,69 @@ export function decide(o: Observation): Decision {
       ? desiredRevision(model, specRevision, controllerOwnerRef(model), revisions)
       : undefined;
   const rollback = activeRollback(model, specRevision, revisions);
-  const plan = rollback
-    ? (planFor({ ...model, spec: rollback.spec }, runtimes).plan ?? fromSpec.plan)
-    : fromSpec.plan;
+  const canary =
+    fromSpec.plan && specRevision && usesCanary(model)
+      ? decideCanaryStage(o, {
+          specPlan: fromSpec.plan,
+          specRevision,
+          ...(revisionToRecord ? { revisionToRecord } : {}),
+          planOf: (spec, recorded) => planFor({ ...model, spec }, runtimes, recorded).plan,
+        })
+      : undefined;
+  const plan = canary
+    ? canary.stableServing
+    : rollback
+      ? (planFor({ ...model, spec: rollback.spec }, runtimes, rollback.recorded).plan ?? fromSpec.plan)
+      : fromSpec.plan;
+  // The canary's references matter while it is downloaded and started (the spec's own).
+  const canaryPlan = canary?.downloadsCanary ? canary.canaryServing : undefined;
+  const uriSecretPlans = deleting
+    ? []
+    : [...new Set([fromSpec.plan, plan, canary?.canaryServing])].filter(needingUriSecret);
   return {
     ...(plan ? { plan } : {}),
     ...(fromSpec.planFailure ? { planFailure: fromSpec.planFailure } : {}),
     ...(specRevision ? { specRevision } : {}),
     ...(revisionToRecord ? { revisionToRecord } : {}),
     ...(rollback ? { rollback } : {}),
-    missing: plan ? missingDependencies(plan, o.references) : [],
+    missing: [
+      ...(plan ? missingDependencies(plan, o.references) : []),
+      ...(canaryPlan && canaryPlan !== plan ? missingDependencies(canaryPlan, o.references) : []),
+    ],
+    uriSecretPlans,
     deleting,
+    ...(canary ? { canary } : {}),
   };
 }
 
-/** The serving plan of a model (or of a revision's spec), or why there is none. */
+function needingUriSecret(plan: ServingPlan | undefined): plan is ServingPlan {
+  return plan !== undefined && needsUriSecret(plan);
+}
+
+/**
+ * The serving plan of a model (or of a revision's spec), or why there is none. `recorded`: the
+ * revision's content and URI Secret, when its URI was recorded redacted.
+ */
 function planFor(
   model: MLModel,
   runtimes: Observation["runtimes"],
+  recorded?: RecordedSource,
 ): { plan?: ServingPlan; planFailure?: Observed["planFailure"] } {
   const resolution = resolveRuntime(model, runtimes.namespaced, runtimes.cluster);
   if (!resolution.ok) return { planFailure: resolution };
   try {
-    return { plan: planModel(model, resolution.runtime) };
+    return { plan: planModel(model, resolution.runtime, recorded) };
   } catch (err) {
     if (!(err instanceof PlanError)) throw err;
     return { planFailure: { reason: err.reason, message: err.message } };
   }
 }
 
-/** The plan's Secret, ConfigMap (and key) and user claim that do not exist, in words a person can act on. */
+/**
+ * The plan's Secrets, ConfigMap (and key) and user claim that do not exist, in words a person
+ * can act on. A revision served again from its recorded URI (a rollback) reads the exact URI
+ * from its URI Secret: without that Secret there is nothing to download from.
+ */
 export function missingDependencies(
   plan: ServingPlan,
   found: ReadonlyMap<string, Reference>,
@@ -95,6 +140,13 @@ export function missingDependencies(
         message: `Secret ${creds.secretName} has no key "${creds.googleCredentialsKey}" (spec.model.credentialsSecretRef.googleCredentialsKey); it has: ${keysOf(secret)}`,
       });
     }
+  }
+  const source = plan.source;
+  if (source.type === "download" && source.uriSecret && !lookup(builtinKinds.Secret, source.uriSecret)) {
+    missing.push({
+      reason: "SecretNotFound",
+      message: `Secret ${source.uriSecret}, which holds the exact model URI of the revision being served (${source.shownUri}), does not exist in namespace ${namespace}; apply the spec again with its full URI`,
+    });
   }
   const config = plan.configFile;
   if (config) {

@@ -23,8 +23,10 @@ import {
   keyString,
   type ResourceKind,
 } from "../../runtime/index.ts";
+import { httpRouteKind } from "../canary/desired.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
-import { podsByModelIndex, referenceKey, specReferences } from "./caches.ts";
+import { podsByModelIndex, referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
+import { type CanaryObservation, observeCanary } from "./canary.ts";
 import type { ReadContext, WrittenStatuses } from "./context.ts";
 
 /** A referenced object that exists: what the operator may know of it (a Secret's values never). */
@@ -32,6 +34,8 @@ export interface Reference {
   resourceVersion?: string;
   /** Keys of its data (a Secret's or ConfigMap's). */
   keys: readonly string[];
+  /** uid of its controlling owner, if it has one (whether a URI Secret is ours). */
+  controller?: string;
 }
 
 /** The children the model controls, by kind, as cached. */
@@ -43,6 +47,8 @@ export interface Children {
   services: readonly V1Service[];
   autoscalers: readonly V2HorizontalPodAutoscaler[];
   budgets: readonly V1PodDisruptionBudget[];
+  /** HTTPRoutes (a canary's traffic split), while the cluster serves the kind; else none. */
+  routes: readonly KubeObject[];
 }
 
 export interface Observation {
@@ -56,13 +62,16 @@ export interface Observation {
   now: string;
   runtimes: { namespaced: readonly AnyServingRuntime[]; cluster: readonly AnyServingRuntime[] };
   /**
-   * The objects the spec references, and those the last ready revision's spec references (a
-   * rollback serves that spec), that exist: by referenceKey. A missing one is absent.
+   * The objects the spec references, those the last ready revision's spec references (a
+   * rollback serves that spec), and the Secrets named as the model's URI Secrets (ours or not),
+   * that exist: by referenceKey. A missing one is absent.
    */
   references: ReadonlyMap<string, Reference>;
   children: Children;
   /** The model's pods, serving and download, of every revision. */
   pods: readonly V1Pod[];
+  /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */
+  canary: CanaryObservation;
 }
 
 /** The model of the request and what it depends on, or undefined when the model is gone. */
@@ -75,10 +84,9 @@ export function observe(
   if (!cached) return undefined;
   const key = keyString(ctx.request);
   const mine = written?.get(key);
-  const model: MLModel =
-    mine && mine.fromResourceVersion === cached.metadata.resourceVersion
-      ? { ...cached, status: mine.status }
-      : cached;
+  const model: MLModel = cacheBehind(mine, cached.metadata.resourceVersion)
+    ? { ...cached, status: mine!.status }
+    : cached;
   const ns = model.metadata.namespace!;
   const uid = model.metadata.uid!;
   const owned = <T>(kind: ResourceKind) =>
@@ -91,6 +99,7 @@ export function observe(
     services: owned(builtinKinds.Service),
     autoscalers: owned(builtinKinds.HorizontalPodAutoscaler),
     budgets: owned(builtinKinds.PodDisruptionBudget),
+    routes: ctx.served(httpRouteKind) ? owned(httpRouteKind) : [],
   };
   return {
     key,
@@ -106,7 +115,25 @@ export function observe(
     pods: ctx
       .cache(builtinKinds.Pod)
       .byIndex(podsByModelIndex, `${ns}/${model.metadata.name}`) as unknown as readonly V1Pod[],
+    canary: observeCanary(ctx, model),
   };
+}
+
+/**
+ * Whether the cached model is older than the status this controller last wrote: it is the
+ * version that write was computed from, or (resourceVersions being etcd revisions, integers
+ * that grow with every write) any version before the one the write produced. A cache that lags
+ * by two writes would otherwise hand back the status before the last one.
+ */
+function cacheBehind(
+  mine: { fromResourceVersion: string | undefined; resourceVersion?: string | undefined } | undefined,
+  cachedResourceVersion: string | undefined,
+): boolean {
+  if (!mine) return false;
+  if (mine.fromResourceVersion === cachedResourceVersion) return true;
+  const written = Number(mine.resourceVersion);
+  const cached = Number(cachedResourceVersion);
+  return Number.isSafeInteger(written) && Number.isSafeInteger(cached) && cached < written;
 }
 
 function referencedObjects(
@@ -122,14 +149,24 @@ function referencedObjects(
   ];
   const found = new Map<string, Reference>();
   for (const ref of refs) {
-    const obj = ctx.cache<KubeObject & { data?: Record<string, string> }>(ref.kind).get(ref);
-    if (!obj) continue;
-    found.set(referenceKey(ref), {
-      ...(obj.metadata.resourceVersion !== undefined
-        ? { resourceVersion: obj.metadata.resourceVersion }
-        : {}),
-      keys: Object.keys(obj.data ?? {}),
-    });
+    const obj = ctx.cache<KubeObject>(ref.kind).get(ref);
+    if (obj) found.set(referenceKey(ref), referenceTo(obj));
+  }
+  const uriSecrets = ctx
+    .cache(builtinKinds.Secret)
+    .byIndex(uriSecretsByModelIndex, `${ns}/${model.metadata.name}`);
+  for (const secret of uriSecrets) {
+    const ref = { kind: builtinKinds.Secret, namespace: ns, name: secret.metadata.name! };
+    found.set(referenceKey(ref), referenceTo(secret));
   }
   return found;
+}
+
+function referenceTo(obj: Readonly<KubeObject & { data?: Record<string, string> }>): Reference {
+  const controller = obj.metadata.ownerReferences?.find((o) => o.controller)?.uid;
+  return {
+    ...(obj.metadata.resourceVersion !== undefined ? { resourceVersion: obj.metadata.resourceVersion } : {}),
+    keys: Object.keys(obj.data ?? {}),
+    ...(controller ? { controller } : {}),
+  };
 }

@@ -3,7 +3,8 @@
  *
  *   observe  (observe.ts)  cache reads only, with the status this controller last wrote
  *   decide   (decide.ts)   pure: the plan, the spec's revision, a rollback, missing references
- *   sync     (sync.ts)     one syncer per concern (syncers/): revision, storage, download, serving
+ *   sync     (sync.ts)     one syncer per concern (syncers/): revision, URI Secrets, storage,
+ *                          download, serving
  *   assess   (assess.ts)   pure: the status, with revision numbers and the rollback
  *   cleanup  (cleanup.ts)  revisions beyond the history; once Ready, old Jobs, claims, storage
  *   report   (report.ts)   the status write and its Event, only when the status changed
@@ -14,16 +15,15 @@
  */
 import type { ReconcileResult } from "../../runtime/index.ts";
 import { keyString } from "../../runtime/index.ts";
-import type { OperatorConfig } from "../plan.ts";
 import { assess } from "./assess.ts";
 import { cleanup, cleanupSteps } from "./cleanup.ts";
 import type { MLModelContext, WrittenStatuses } from "./context.ts";
 import { decide } from "./decide.ts";
 import { observe } from "./observe.ts";
 import { report } from "./report.ts";
-import { syncChildren } from "./sync.ts";
+import { type SyncOptions, syncChildren } from "./sync.ts";
 
-export interface ReconcileOptions extends OperatorConfig {
+export interface ReconcileOptions extends SyncOptions {
   now?: () => Date;
   /** Kept across reconciles by the controller (see WrittenStatuses). */
   writtenStatus?: WrittenStatuses;

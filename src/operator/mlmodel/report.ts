@@ -1,11 +1,13 @@
 /**
  * Stage 6, report: the one place a reconcile writes the model's status and records an Event.
  * Only the operator's own status fields are compared (operatorOwned), so a reconcile with
- * nothing new writes nothing, and one Event is recorded per change of phase or reason.
+ * nothing new writes nothing, and one Event is recorded per change of phase or reason, and
+ * one per step of a canary (canaryEvent), after the status that says it.
  */
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
-import type { EventRecorder, EventType } from "../../runtime/index.ts";
+import type { EventRecorder, EventType, KubeObject } from "../../runtime/index.ts";
+import { canaryEvent } from "../canary/status.ts";
 import { canonicalJson, fieldManager } from "../names.ts";
 import { justRolledBack } from "../rollback.ts";
 import { operatorOwned, transitionEvent } from "../status.ts";
@@ -20,7 +22,7 @@ export async function report(
 ): Promise<void> {
   const { model } = o;
   if (canonicalJson(operatorOwned(status)) === canonicalJson(operatorOwned(model.status))) return;
-  await ctx.client.applyStatus(
+  const applied = await ctx.client.applyStatus<KubeObject>(
     mlModelKind,
     {
       apiVersion: model.apiVersion,
@@ -30,9 +32,15 @@ export async function report(
     },
     { fieldManager, force: true, signal: ctx.signal },
   );
-  written?.set(o.key, { fromResourceVersion: o.cached.metadata.resourceVersion, status });
+  written?.set(o.key, {
+    fromResourceVersion: o.cached.metadata.resourceVersion,
+    resourceVersion: applied?.metadata?.resourceVersion,
+    status,
+  });
   const event = statusEvent(model.status, status);
   if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
+  const step = canaryEvent(model.status?.canary, status.canary);
+  if (step) ctx.recorder.event(model, step.type, step.reason, step.message);
 }
 
 /** The Event a status change is worth: a Warning the first time it says rolled back, else a transition's. */

@@ -25,8 +25,8 @@ import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../
 
 export const repoRoot = join(import.meta.dirname, "..", "..", "..");
 
-export async function adminClient(): Promise<KubeClient> {
-  return KubeClient.fromKubeConfig(kubeConfig());
+export async function adminClient(kc: KubeConfig = kubeConfig()): Promise<KubeClient> {
+  return KubeClient.fromKubeConfig(kc);
 }
 
 const kinds: Record<string, ResourceKind> = {
@@ -105,18 +105,19 @@ export interface RunningOperator {
 
 const writeVerbs = new Set(["create", "update", "patch", "apply", "delete"]);
 
-export interface OperatorOptions {
+export interface StartOptions {
+  /** The cluster's admin kubeconfig (default: the run's shared cluster). */
+  adminKc?: KubeConfig;
+  /** How often the operator asks whether HTTPRoutes are served (default 30 s). */
+  servedPollIntervalMs?: number;
   /** The download Job's image (the operator's --downloader-image); default: the operator's default. */
   downloaderImage?: string;
 }
 
-export async function startOperator(
-  namespace: string,
-  options: OperatorOptions = {},
-): Promise<RunningOperator> {
-  const admin = await adminClient();
+export async function startOperator(namespace: string, options: StartOptions = {}): Promise<RunningOperator> {
+  const adminKc = options.adminKc ?? kubeConfig();
+  const admin = await adminClient(adminKc);
   await install(admin);
-  const adminKc = kubeConfig();
   const cluster = adminKc.getCurrentCluster()!;
   const token = await requestToken(adminKc);
   const kc = new KubeConfig();
@@ -131,6 +132,9 @@ export async function startOperator(
     namespaces: [namespace],
     logger: pino({ level: "warn" }),
     ...(options.downloaderImage ? { downloaderImage: options.downloaderImage } : {}),
+    ...(options.servedPollIntervalMs !== undefined
+      ? { servedPollIntervalMs: options.servedPollIntervalMs }
+      : {}),
   });
   const requests: RequestRecord[] = [];
   mgr.client.onRequest((r) => requests.push(r));
@@ -256,7 +260,7 @@ export interface OperatorTestBed {
 /** A namespace enforcing `restricted`, an admin client, and the operator (its own RBAC) watching the namespace. */
 export async function operatorTestBed(
   namespacePrefix: string,
-  options: OperatorOptions = {},
+  options: StartOptions = {},
 ): Promise<OperatorTestBed> {
   const ns = await createNamespace(namespacePrefix, { podSecurity: "restricted" });
   const admin = await adminClient();

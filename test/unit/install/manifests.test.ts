@@ -5,6 +5,7 @@ import { describe, it } from "node:test";
 import { deployDir, renderManifestFiles } from "../../../src/install/generate.ts";
 import { rbacManifests, rulesFor } from "../../../src/install/manifests.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
+import { uriSecretType } from "../../../src/operator/desired.ts";
 
 describe("install manifests", () => {
   it("committed deploy/ files are current (regenerate: node src/install/generate.ts)", () => {
@@ -40,12 +41,37 @@ describe("install manifests", () => {
     for (const r of role.rules) {
       assert.ok(!r.verbs.includes("*") && !r.resources.includes("*") && !r.apiGroups.includes("*"));
     }
-    assert.ok(!granted.has("/secrets:create") && !granted.has("/secrets:patch"), "secrets are read-only");
+    // Secrets: created (model URIs with credentials in them), never changed or deleted.
+    assert.ok(granted.has("/secrets:create"));
+    for (const verb of ["patch", "update", "delete", "deletecollection"])
+      assert.ok(!granted.has(`/secrets:${verb}`), `secrets:${verb}`);
+  });
+
+  it("holds the Secrets the operator creates to the model URI type with an admission policy", () => {
+    const objects = rbacManifests("ops");
+    const policy = objects.find((o) => o.kind === "ValidatingAdmissionPolicy") as unknown as {
+      metadata: { name: string };
+      spec: {
+        failurePolicy: string;
+        matchConstraints: { resourceRules: { operations: string[]; resources: string[] }[] };
+        matchConditions: { expression: string }[];
+        validations: { expression: string }[];
+      };
+    };
+    assert.equal(policy.spec.failurePolicy, "Fail");
+    assert.deepEqual(policy.spec.matchConstraints.resourceRules[0]?.resources, ["secrets"]);
+    assert.deepEqual(policy.spec.matchConstraints.resourceRules[0]?.operations, ["CREATE"]);
+    assert.match(policy.spec.matchConditions[0]!.expression, /system:serviceaccount:ops:mlmodel-operator/);
+    assert.equal(policy.spec.validations[0]?.expression, `object.type == '${uriSecretType}'`);
+    const binding = objects.find((o) => o.kind === "ValidatingAdmissionPolicyBinding") as unknown as {
+      spec: { policyName: string; validationActions: string[] };
+    };
+    assert.deepEqual(binding.spec, { policyName: policy.metadata.name, validationActions: ["Deny"] });
   });
 
   it("merges resources that share a group and verbs", () => {
     const rules = rulesFor(operatorAccess);
     const core = rules.find((r) => r.apiGroups[0] === "" && r.verbs.join() === "get,list,watch");
-    assert.deepEqual(core?.resources, ["configmaps", "pods", "secrets"]);
+    assert.deepEqual(core?.resources, ["configmaps", "pods"]);
   });
 });

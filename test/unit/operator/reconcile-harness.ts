@@ -8,8 +8,15 @@
 import pino from "pino";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { operatorAccess } from "../../../src/operator/access.ts";
+import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
-import type { MLModelContext, ModelClient, WrittenStatuses } from "../../../src/operator/mlmodel/context.ts";
+import type {
+  CreatedSecrets,
+  MLModelContext,
+  ModelClient,
+  WrittenStatuses,
+} from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import type { OperatorConfig } from "../../../src/operator/plan.ts";
 import {
@@ -27,7 +34,7 @@ import {
   type Store,
 } from "../../../src/runtime/index.ts";
 
-export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete";
+export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete" | "create";
 
 export interface Write {
   verb: WriteVerb;
@@ -38,6 +45,10 @@ export interface Write {
   body?: unknown;
   /** Server-side apply with force (takes fields from other managers). */
   force?: boolean;
+  /** The subresource a patch wrote (status). */
+  subresource?: string;
+  /** The resourceVersion a status write produced (the caches get it when they settle it). */
+  resourceVersion?: string;
 }
 
 interface Failure {
@@ -53,6 +64,8 @@ export const everyWrite: Write[] = [];
 /** A ModelClient that records every write and fails the ones it was told to. */
 export class RecordingClient implements ModelClient {
   readonly writes: Write[] = [];
+  /** Gives a status write the resourceVersion it produces, as the API server would. */
+  resourceVersions?: () => string;
   readonly #failures: Failure[] = [];
 
   /** The next write matching `match` fails with `code` (delete of a missing object answers false, as KubeClient's does). */
@@ -72,10 +85,29 @@ export class RecordingClient implements ModelClient {
     return this.#applied("applyStatus", kind, obj, opts);
   }
 
-  /** Server-side apply answers with the object as stored: here, as sent. */
+  /**
+   * Server-side apply answers with the object as stored: here, as sent, with the uid the server
+   * gives it (and a status write with its new resourceVersion).
+   */
   #applied<T extends KubeObject>(verb: WriteVerb, kind: ResourceKind, obj: T, opts: ApplyOptions): T {
-    this.#record({ verb, kind, ...keyOf(obj), body: structuredClone(obj), force: Boolean(opts.force) });
-    return structuredClone(obj);
+    const resourceVersion = verb === "applyStatus" ? this.resourceVersions?.() : undefined;
+    this.#record({
+      verb,
+      kind,
+      ...keyOf(obj),
+      body: structuredClone(obj),
+      force: Boolean(opts.force),
+      ...(resourceVersion ? { resourceVersion } : {}),
+    });
+    const stored = withUid(kind, structuredClone(obj));
+    if (resourceVersion) stored.metadata.resourceVersion = resourceVersion;
+    return stored;
+  }
+
+  /** Create answers as apply does, or 409 (AlreadyExists) when told to fail. */
+  async create<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T): Promise<T> {
+    this.#record({ verb: "create", kind, ...keyOf(obj), body: structuredClone(obj) });
+    return withUid(kind, structuredClone(obj));
   }
 
   async patch<T extends KubeObject = KubeObject>(
@@ -87,7 +119,13 @@ export class RecordingClient implements ModelClient {
   ): Promise<T> {
     if (type !== "merge" || opts.subresource !== "status")
       throw new Error(`the operator only merge-patches status; got ${type} ${opts.subresource ?? ""}`);
-    this.#record({ verb: "patch", kind, ...key, body: structuredClone(patch) });
+    this.#record({
+      verb: "patch",
+      kind,
+      ...key,
+      body: structuredClone(patch),
+      ...(opts.subresource ? { subresource: opts.subresource } : {}),
+    });
     return {} as T;
   }
 
@@ -119,11 +157,46 @@ export class RecordingClient implements ModelClient {
   }
 }
 
+/** The uid the API server gives an object it stores: here, the same for the same kind and name. */
+function withUid<T extends KubeObject>(kind: ResourceKind, obj: T): T {
+  obj.metadata.uid ??= `uid-${kind.kind}-${obj.metadata.name}`;
+  return obj;
+}
+
 function keyOf(obj: KubeObject): { namespace?: string; name: string } {
   return {
     ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
     name: obj.metadata.name!,
   };
+}
+
+/**
+ * The writes the operator's access table (its generated RBAC) does not allow, as
+ * "verb kind[/subresource]": a status write (apply or merge patch) needs patch on the status
+ * subresource.
+ */
+export function disallowedWrites(writes: readonly Write[]): string[] {
+  const needs = {
+    apply: ["create", "patch"],
+    applyStatus: ["patch"],
+    patch: ["patch"],
+    delete: ["delete"],
+    create: ["create"],
+  };
+  const out = new Set<string>();
+  for (const w of writes) {
+    const subresource = w.verb === "applyStatus" ? "status" : w.subresource;
+    for (const verb of needs[w.verb]) {
+      const allowed = operatorAccess.some(
+        (a) =>
+          kindName(a.kind) === kindName(w.kind) &&
+          a.subresource === subresource &&
+          a.verbs.includes(verb as never),
+      );
+      if (!allowed) out.add(`${verb} ${kindName(w.kind)}${subresource ? `/${subresource}` : ""}`);
+    }
+  }
+  return [...out];
 }
 
 /** "apply Deployment/resnet": one write in a line, for comparing what a reconcile wrote. */
@@ -153,7 +226,10 @@ export class World {
   readonly client = new RecordingClient();
   readonly events: RecordedEvent[] = [];
   readonly written: WrittenStatuses = new Map();
+  readonly createdSecrets: CreatedSecrets = new Map();
   readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
+  /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
+  gatewayServed = false;
   now = new Date("2026-01-01T00:00:00Z");
   readonly #stores = new Map<string, MemoryStore>();
   #resourceVersion = 100;
@@ -162,6 +238,7 @@ export class World {
 
   constructor(...objects: [ResourceKind, KubeObject][]) {
     for (const [kind, obj] of objects) this.put(kind, obj);
+    this.client.resourceVersions = () => String(++this.#resourceVersion);
   }
 
   store(kind: ResourceKind): MemoryStore {
@@ -175,12 +252,12 @@ export class World {
     return store;
   }
 
-  /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion. */
-  put(kind: ResourceKind, obj: KubeObject): void {
+  /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion (or the one given). */
+  put(kind: ResourceKind, obj: KubeObject, resourceVersion?: string): void {
     const transform = modelCaches.find((c) => kindName(c.kind) === kindName(kind))?.options.transform;
-    const stored = structuredClone(obj);
+    const stored = withUid(kind, structuredClone(obj));
     stored.metadata.namespace ??= namespace;
-    stored.metadata.resourceVersion = String(++this.#resourceVersion);
+    stored.metadata.resourceVersion = resourceVersion ?? String(++this.#resourceVersion);
     this.store(kind).apply(transform ? (transform(stored) as KubeObject) : stored);
   }
 
@@ -213,6 +290,7 @@ export class World {
       log: silentLogger,
       client: this.client,
       cache: <T extends KubeObject>(kind: ResourceKind) => this.store(kind) as unknown as Store<T>,
+      served: (kind: ResourceKind) => kindName(kind) !== kindName(httpRouteKind) || this.gatewayServed,
       recorder: { event: (_obj, type, reason, message) => this.events.push({ type, reason, message }) },
     };
   }
@@ -223,6 +301,7 @@ export class World {
       ...this.config,
       now: () => this.now,
       writtenStatus: this.written,
+      createdSecrets: this.createdSecrets,
     });
     return { result, writes: this.newWrites().map(line) };
   }
@@ -234,24 +313,29 @@ export class World {
     return writes;
   }
 
-  /** The caches catch up with every write made so far: applied objects stored, deleted ones gone. */
-  settle(): void {
-    for (const w of this.client.writes.slice(this.#settled)) {
+  /**
+   * The caches catch up with every write made so far (or with the next `count` of them only, a
+   * cache that lags): applied objects stored, deleted ones gone.
+   */
+  settle(count?: number): void {
+    const end = count === undefined ? this.client.writes.length : this.#settled + count;
+    for (const w of this.client.writes.slice(this.#settled, end)) {
       if (w.verb === "delete") this.remove(w.kind, w.name);
-      else if (w.verb === "apply") {
+      else if (w.verb === "apply" || w.verb === "create") {
         const before = this.get(w.kind, w.name);
         this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) });
       } else {
         const patch = (w.body as { status?: Record<string, unknown> }).status ?? {};
-        this.update<MLModel>(mlModelKind, w.name, (m) => {
-          m.status =
-            w.verb === "applyStatus"
-              ? (patch as MLModel["status"])
-              : (mergePatch(m.status ?? {}, patch) as MLModel["status"]);
-        });
+        const m = this.get<MLModel>(mlModelKind, w.name);
+        if (!m) throw new Error(`no MLModel ${w.name} in the test world`);
+        m.status =
+          w.verb === "applyStatus"
+            ? (patch as MLModel["status"])
+            : (mergePatch(m.status ?? {}, patch) as MLModel["status"]);
+        this.put(mlModelKind, m, w.resourceVersion);
       }
     }
-    this.#settled = this.client.writes.length;
+    this.#settled = Math.min(end, this.client.writes.length);
   }
 
   /** The last status the reconcile wrote for the model. */

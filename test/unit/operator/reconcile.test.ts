@@ -7,17 +7,18 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { V1Deployment, V1Job } from "@kubernetes/client-node";
+import type { V1Deployment, V1Job, V1Secret } from "@kubernetes/client-node";
 import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
-import { downloaderStatusFields } from "../../../src/downloader/contract.ts";
+import { downloaderStatusFields, modelUriEnv } from "../../../src/downloader/contract.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
-import { servingPodTemplate } from "../../../src/operator/desired.ts";
+import { servingPodTemplate, uriSecretKey, uriSecretType } from "../../../src/operator/desired.ts";
 import {
   modelOfPod,
   modelReferences,
   podModelKeys,
   secretWithoutValues,
+  uriSecretModelKeys,
 } from "../../../src/operator/mlmodel/caches.ts";
 import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
@@ -35,7 +36,7 @@ import {
   type ResourceKind,
 } from "../../../src/runtime/index.ts";
 import { pod, tfServing } from "./fixtures.ts";
-import { everyWrite, line, mlModel, World } from "./reconcile-harness.ts";
+import { disallowedWrites, everyWrite, line, mlModel, World } from "./reconcile-harness.ts";
 
 const downloaded = (version: string, extra: Partial<MLModelSpec["model"]> = {}): MLModelSpec => ({
   model: { uri: "s3://models/resnet", format: "tensorflow", version, ...extra },
@@ -92,12 +93,17 @@ async function step(w: World): Promise<string[]> {
 }
 
 /** A downloaded model serving version `version`, Ready. */
-async function readyOn(version: string): Promise<World> {
-  const w = world(downloaded(version));
+function readyOn(version: string): Promise<World> {
+  return readyWith(downloaded(version));
+}
+
+/** A model downloaded and serving `spec`, Ready. */
+async function readyWith(spec: MLModelSpec): Promise<World> {
+  const w = world(spec);
   await step(w);
-  setJob(w, jobOf(downloaded(version)), complete);
+  setJob(w, jobOf(spec), complete);
   await step(w);
-  rolledOut(w, revisionOf(downloaded(version)));
+  rolledOut(w, revisionOf(spec));
   await step(w);
   assert.equal(w.lastStatus()?.phase, "Ready");
   w.newWrites();
@@ -392,6 +398,173 @@ describe("reconcileMLModel: failed writes", () => {
   });
 });
 
+describe("reconcileMLModel: a model URI with credentials in it (a pre-signed URL)", () => {
+  const canary = "canary0123456789abcdef";
+  const signedUri = `https://bucket.s3.amazonaws.com/resnet.tgz?X-Amz-Credential=AKIA%2F${canary}&X-Amz-Signature=${canary}`;
+  const shownUri =
+    "https://bucket.s3.amazonaws.com/resnet.tgz?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED";
+  const signed = (version: string) => downloaded(version, { uri: signedUri });
+  const uriSecretOf = (spec: MLModelSpec) => childNames.uriSecret("resnet", revisionOf(spec));
+  const body = <T>(w: World, kind: string, name: string) =>
+    w.client.writes.findLast((x) => x.kind.kind === kind && x.name === name)?.body as T;
+  const container = (job: V1Job) => job.spec!.template.spec!.containers[0]!;
+  /** The canary shows in no write but the URI Secret's create, and in no Event. */
+  function assertNoLeak(w: World): void {
+    for (const x of w.client.writes)
+      if (x.verb !== "create") assert.ok(!JSON.stringify(x.body ?? "").includes(canary), line(x));
+    assert.ok(!JSON.stringify(w.events).includes(canary), JSON.stringify(w.events));
+  }
+
+  it("its revision is recorded redacted, its URI Secret created at once, owned by it; the Job reads it from env", async () => {
+    const v1 = signed("1");
+    const rev = revisionOf(v1);
+    const w = world(v1);
+    assert.deepEqual((await w.reconcile()).writes, [
+      `apply ControllerRevision/resnet-${rev}`,
+      `create Secret/${uriSecretOf(v1)}`,
+      "apply PersistentVolumeClaim/resnet-model",
+      ...identity,
+      `apply Job/${jobOf(v1)}`,
+      "applyStatus MLModel/resnet",
+    ]);
+    const recorded = body<{ data: { spec: MLModelSpec; source: object } }>(
+      w,
+      "ControllerRevision",
+      `resnet-${rev}`,
+    );
+    assert.equal(recorded.data.spec.model.uri, shownUri);
+    assert.deepEqual(recorded.data.source, { content: contentHash(v1), uriSecret: uriSecretOf(v1) });
+    const secret = body<V1Secret>(w, "Secret", uriSecretOf(v1));
+    assert.equal(secret.type, uriSecretType);
+    assert.equal(secret.immutable, true);
+    assert.equal(Buffer.from(secret.data![uriSecretKey]!, "base64").toString(), signedUri);
+    assert.deepEqual(secret.metadata?.ownerReferences, [
+      {
+        apiVersion: "apps/v1",
+        kind: "ControllerRevision",
+        name: `resnet-${rev}`,
+        uid: `uid-ControllerRevision-resnet-${rev}`,
+        controller: true,
+      },
+    ]);
+    const job = container(body<V1Job>(w, "Job", jobOf(v1)));
+    assert.deepEqual(job.args?.slice(0, 2), ["--uri-from-env", modelUriEnv]);
+    assert.deepEqual(job.env?.[0], {
+      name: modelUriEnv,
+      valueFrom: { secretKeyRef: { name: uriSecretOf(v1), key: uriSecretKey } },
+    });
+    assert.equal(w.lastStatus()?.message, `Job ${jobOf(v1)} is downloading ${shownUri}`);
+    assertNoLeak(w);
+
+    // A plain URI: in the Job's args, and no Secret (the first row's writes have no create).
+    const plain = world(downloaded("1"));
+    await plain.reconcile();
+    assert.deepEqual(container(body<V1Job>(plain, "Job", jobOf(downloaded("1")))).args?.slice(0, 2), [
+      "--uri",
+      "s3://models/resnet",
+    ]);
+    assert.ok(!plain.client.writes.some((x) => x.verb === "create"));
+  });
+
+  it("created once: not again while the cache has not shown it, again only after a minute (409 is done)", async () => {
+    const v1 = signed("1");
+    const w = world(v1);
+    await step(w);
+    w.remove(builtinKinds.Secret, uriSecretOf(v1)); // the Secret's watch lags behind
+    assert.deepEqual(await step(w), [], "expected: the reconcile waits for the cache");
+    w.now = new Date(w.now.getTime() + 61_000);
+    w.client.failNext({ verb: "create", kind: "Secret" }, 409);
+    assert.deepEqual(await step(w), [`create Secret/${uriSecretOf(v1)}`], "AlreadyExists: done");
+    assert.deepEqual(await step(w), [], "cached: nothing to do");
+  });
+
+  it("a same-named Secret the operator did not make is refused: no Job reads it", async () => {
+    const v1 = signed("1");
+    const foreign = {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: uriSecretOf(v1) },
+      data: { uri: "" },
+    };
+    const w = world(v1, [builtinKinds.Secret, foreign]);
+    await assert.rejects(
+      w.reconcile(),
+      new RegExp(`Secret ${uriSecretOf(v1)} exists but the operator did not create it for MLModel resnet`),
+    );
+    assert.deepEqual(w.newWrites().map(line), [`apply ControllerRevision/resnet-${revisionOf(v1)}`]);
+  });
+
+  /** v1 Ready, v2 downloaded and crash-looping, its failure recorded: the next reconcile rolls back. */
+  async function failedOver(v1: MLModelSpec, v2: MLModelSpec, before?: (w: World) => void): Promise<World> {
+    const w = await readyWith(v1);
+    before?.(w);
+    respec(w, v2);
+    await step(w);
+    setJob(w, jobOf(v2), complete);
+    await step(w);
+    w.put(
+      builtinKinds.Pod,
+      pod("resnet-bad-0", revisionOf(v2), { waiting: "CrashLoopBackOff" }) as KubeObject,
+    );
+    assert.deepEqual((await w.reconcile()).writes, ["applyStatus MLModel/resnet"], "failure recorded");
+    return w;
+  }
+
+  it("a rollback downloads the older revision's exact URI from that revision's Secret", async () => {
+    const v1 = signed("1");
+    const v2 = signed("2");
+    const w = await failedOver(v1, v2);
+    // The older version's Job is gone (a TTL, a person): the rollback downloads it again.
+    w.remove(builtinKinds.Job, jobOf(v1));
+    assert.deepEqual((await w.reconcile()).writes, [
+      ...identity,
+      `apply Job/${jobOf(v1)}`,
+      "applyStatus MLModel/resnet",
+    ]);
+    const job = container(body<V1Job>(w, "Job", jobOf(v1)));
+    assert.deepEqual(job.env?.[0]?.valueFrom?.secretKeyRef, { name: uriSecretOf(v1), key: uriSecretKey });
+    assert.equal(w.lastStatus()?.conditions?.find((c) => c.type === "RolledBack")?.status, "True");
+    assert.deepEqual(
+      w.client.writes.filter((x) => x.verb === "create").map(line),
+      [`create Secret/${uriSecretOf(v1)}`, `create Secret/${uriSecretOf(v2)}`],
+      "each revision's Secret was created once, when it was recorded",
+    );
+    assertNoLeak(w);
+  });
+
+  it("a rollback whose revision's Secret is gone waits for it, saying which and what to do", async () => {
+    const v1 = signed("1");
+    const w = await failedOver(v1, signed("2"));
+    w.remove(builtinKinds.Secret, uriSecretOf(v1));
+    w.remove(builtinKinds.Job, jobOf(v1));
+    assert.deepEqual((await w.reconcile()).writes, ["applyStatus MLModel/resnet"]);
+    assert.equal(w.lastStatus()?.reason, "SecretNotFound");
+    assert.match(
+      w.lastStatus()?.message ?? "",
+      new RegExp(`Secret ${uriSecretOf(v1)}, which holds the exact model URI of the revision being served`),
+    );
+  });
+
+  it("a rollback to a revision an older operator recorded with its exact URI creates that revision's Secret", async () => {
+    const v1 = signed("1");
+    const rev = `resnet-${revisionOf(v1)}`;
+    const w = await failedOver(v1, signed("2"), (w) => {
+      w.update<KubeObject & { data: object }>(builtinKinds.ControllerRevision, rev, (r) => {
+        r.data = { spec: v1 }; // no source beside it: the URI as written
+      });
+      w.remove(builtinKinds.Secret, uriSecretOf(v1));
+    });
+    w.remove(builtinKinds.Job, jobOf(v1));
+    assert.deepEqual((await w.reconcile()).writes, [
+      `create Secret/${uriSecretOf(v1)}`,
+      ...identity,
+      `apply Job/${jobOf(v1)}`,
+      "applyStatus MLModel/resnet",
+    ]);
+    assert.equal(body<V1Secret>(w, "Secret", uriSecretOf(v1)).metadata?.ownerReferences?.[0]?.name, rev);
+  });
+});
+
 describe("the stages alone", () => {
   it("pods map to their model one way, for the index and the watch alike", () => {
     const serving = pod("resnet-abc", "r1") as KubeObject;
@@ -428,6 +601,31 @@ describe("the stages alone", () => {
       metadata: { name: "creds" },
       data: { key: "" },
     });
+  });
+
+  it("URI Secrets are indexed by model from their names, ours or not; other Secrets are not", () => {
+    const named = (name: string) => ({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name, namespace: "ml" },
+    });
+    const name = childNames.uriSecret("resnet-v2", "0123456789");
+    assert.deepEqual(
+      uriSecretModelKeys(named(name)),
+      ["ml/resnet-v2"],
+      "the inverse of childNames.uriSecret",
+    );
+    assert.deepEqual(uriSecretModelKeys(named("resnet-uri")), []);
+    assert.deepEqual(uriSecretModelKeys(named("resnet-creds")), []);
+    const foreign = childNames.uriSecret("resnet", "abcdef0123");
+    const w = world(image("1"), [builtinKinds.Secret, named(foreign)], [builtinKinds.Secret, named("other")]);
+    const o = observe(w.context(), undefined, w.now);
+    assert.deepEqual([...(o?.references.keys() ?? [])], [`Secret/ml/${foreign}`]);
+    assert.deepEqual(
+      o?.references.get(`Secret/ml/${foreign}`)?.keys,
+      [],
+      "seen, with no controller: not ours",
+    );
   });
 
   it("observe reads the references of the spec and of the last ready revision, for a rollback's sake", async () => {
@@ -477,19 +675,6 @@ describe("the access table (RBAC) covers the code", () => {
 
   it("every write the reconciles above made is allowed", () => {
     assert.ok(everyWrite.length > 50);
-    const needs = {
-      apply: ["create", "patch"],
-      applyStatus: ["patch"],
-      patch: ["patch"],
-      delete: ["delete"],
-    };
-    for (const w of everyWrite) {
-      const subresource = w.verb === "applyStatus" || w.verb === "patch" ? "status" : undefined;
-      for (const verb of needs[w.verb])
-        assert.ok(
-          allowed(w.kind, subresource, verb),
-          `${verb} ${kindName(w.kind)}${subresource ? `/${subresource}` : ""}`,
-        );
-    }
+    assert.deepEqual(disallowedWrites(everyWrite), []);
   });
 });

@@ -46,9 +46,30 @@ export async function syncSet<T extends Child>(
   desired: readonly T[],
   live: readonly T[],
 ): Promise<T[]> {
+  const now = await applySet(ctx, kind, desired, live);
+  await pruneSet(ctx, kind, desired, live);
+  return now;
+}
+
+/** The first half of syncSet: applies each desired child that drifted; returns the set as it now stands. */
+export async function applySet<T extends Child>(
+  ctx: WriteContext,
+  kind: ResourceKind,
+  desired: readonly T[],
+  live: readonly T[],
+): Promise<T[]> {
   const named = (name: string | undefined) => live.find((l) => l.metadata?.name === name);
   for (const want of desired) await applyIfChanged(ctx, kind, want, named(want.metadata?.name));
+  return desired.map((want) => named(want.metadata?.name) ?? want);
+}
+
+/** The second half of syncSet: deletes each live child that is no longer desired. */
+export async function pruneSet<T extends Child>(
+  ctx: WriteContext,
+  kind: ResourceKind,
+  desired: readonly T[],
+  live: readonly T[],
+): Promise<void> {
   const wanted = new Set(desired.map((d) => d.metadata?.name));
   for (const stale of live) if (!wanted.has(stale.metadata?.name)) await deleteChild(ctx, kind, stale);
-  return desired.map((want) => named(want.metadata?.name) ?? want);
 }

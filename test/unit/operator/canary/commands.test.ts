@@ -1,47 +1,63 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import type { CanaryStatus } from "../../../../src/api/mlmodel.ts";
 import {
+  canaryToken,
   commandAnnotations,
+  commandsChangedPredicate,
   promoteAnnotation,
   readCommands,
-  staleCommands,
+  rollbackPromoteAnnotation,
 } from "../../../../src/operator/canary/commands.ts";
+import type { KubeObject } from "../../../../src/runtime/index.ts";
 
 const { promote, resume } = commandAnnotations;
+const startedAt = "2026-05-01T12:00:00.000Z";
+const token = String(Date.parse(startedAt));
+const running: CanaryStatus = { revision: "new", phase: "Paused", step: 1, startedAt };
 
-describe("canary commands (annotations naming the revision)", () => {
-  it("reads promote and resume, ignoring a malformed resume", () => {
-    assert.deepEqual(readCommands(undefined), {});
-    assert.deepEqual(readCommands({ [promote]: "abc123", [resume]: "abc123:1" }), {
-      promote: "abc123",
-      resume: { revision: "abc123", step: 1 },
+describe("canary commands (annotations naming one canary)", () => {
+  it("reads a promote and a resume meant for the running canary", () => {
+    assert.deepEqual(readCommands(undefined, running, 3), {});
+    assert.deepEqual(readCommands({ [promote]: `new@${token}`, [resume]: `new@${token}:1` }, running, 3), {
+      promote: "new",
+      resume: { revision: "new", step: 1 },
     });
-    assert.deepEqual(readCommands({ [resume]: "abc123/one" }), {});
   });
 
-  // [what, annotations, spec revision, stable revision, current step, stale keys]
-  const cases: [string, Record<string, string>, string, string | undefined, number | undefined, string[]][] =
-    [
-      ["a promote of the spec's revision is kept", { [promote]: "new" }, "new", "old", 0, []],
-      ["a promote of another revision is stale", { [promote]: "older" }, "new", "old", 0, [promote]],
-      ["a promote of the stable revision is done", { [promote]: "new" }, "new", "new", undefined, [promote]],
-      ["a resume of the current step is kept", { [resume]: "new:1" }, "new", "old", 1, []],
-      ["a resume of a step ahead is kept", { [resume]: "new:2" }, "new", "old", 1, []],
-      ["a resume of a past step is stale", { [resume]: "new:0" }, "new", "old", 1, [resume]],
-      ["a resume of another revision is stale", { [resume]: "other:1" }, "new", "old", 1, [resume]],
-      ["a malformed resume is stale", { [resume]: "nonsense" }, "new", "old", 1, [resume]],
-      ["unrelated annotations are never touched", { "example.com/x": "new" }, "new", "old", 0, []],
-    ];
-  for (const [what, annotations, spec, stable, step, stale] of cases) {
-    it(what, () => assert.deepEqual(staleCommands(annotations, spec, stable, step), stale));
+  // [what, annotations] that must be inert for `running` at generation 3
+  const inert: [string, Record<string, string>][] = [
+    ["a promote of another revision", { [promote]: `older@${token}` }],
+    ["a promote of an earlier canary of the same revision", { [promote]: "new@1000" }],
+    ["a promote naming the revision alone", { [promote]: "new" }],
+    ["a rollback's promote of an older generation", { [promote]: "new@g2" }],
+    ["a resume of an earlier canary", { [resume]: "new@1000:1" }],
+    ["a resume without its canary", { [resume]: "new:1" }],
+    ["a malformed resume", { [resume]: "nonsense" }],
+    ["unrelated annotations", { "example.com/x": "new" }],
+  ];
+  for (const [what, annotations] of inert) {
+    it(`ignores ${what}`, () => assert.deepEqual(readCommands(annotations, running, 3), {}));
   }
 
+  it("reads a rollback's promote while the spec is at the generation it names, canary or not", () => {
+    assert.deepEqual(readCommands({ [promote]: "old@g4" }, running, 4), { promote: "old" });
+    assert.deepEqual(readCommands({ [promote]: "old@g4" }, undefined, 4), { promote: "old" });
+    assert.deepEqual(readCommands({ [promote]: "old@g4" }, undefined, 5), {}, "a later edit: inert");
+    assert.deepEqual(rollbackPromoteAnnotation("old", 4), { key: promote, value: "old@g4" });
+  });
+
+  it("names a canary by its start time, so a later canary of the same revision is another", () => {
+    assert.equal(canaryToken(running), token);
+    assert.notEqual(canaryToken({ ...running, startedAt: "2026-05-02T12:00:00Z" }), token);
+    assert.equal(canaryToken({ revision: "new" }), undefined);
+  });
+
   it("builds the annotation mlmodel promote writes, or says why not", () => {
-    const paused = { revision: "new", phase: "Paused" as const, step: 1 };
-    assert.deepEqual(promoteAnnotation(paused), { key: promote, value: "new" });
-    assert.deepEqual(promoteAnnotation(paused, { step: true }), { key: resume, value: "new:1" });
+    assert.deepEqual(promoteAnnotation(running), { key: promote, value: `new@${token}` });
+    assert.deepEqual(promoteAnnotation(running, { step: true }), { key: resume, value: `new@${token}:1` });
     assert.match(
-      (promoteAnnotation({ ...paused, phase: "Progressing" }, { step: true }) as { error: string }).error,
+      (promoteAnnotation({ ...running, phase: "Progressing" }, { step: true }) as { error: string }).error,
       /is Progressing, not paused: --step ends a pause/,
     );
     assert.match(
@@ -49,8 +65,23 @@ describe("canary commands (annotations naming the revision)", () => {
       /no canary is running; nothing to promote/,
     );
     assert.match(
-      (promoteAnnotation({ revision: "new", phase: "Aborted" }) as { error: string }).error,
+      (promoteAnnotation({ revision: "new", phase: "Aborted", startedAt }) as { error: string }).error,
       /the last canary, of revision new, is Aborted/,
     );
+  });
+
+  it("wakes the operator for a command, not for other annotation or status changes", () => {
+    const model = (annotations: Record<string, string>, generation = 1): KubeObject => ({
+      apiVersion: "serving.mlmodel.dev/v1alpha1",
+      kind: "MLModel",
+      metadata: { name: "m", annotations, generation },
+    });
+    const changed = commandsChangedPredicate();
+    const update = (old: KubeObject, object: KubeObject) =>
+      changed({ type: "update", old, object, initial: false });
+    assert.equal(update(model({}), model({ [promote]: `new@${token}` })), true);
+    assert.equal(update(model({ [resume]: "a" }), model({ [resume]: "b" })), true);
+    assert.equal(update(model({}), model({ "example.com/x": "y" })), false);
+    assert.equal(update(model({}), model({}, 2)), false, "a spec change is the generation predicate's");
   });
 });

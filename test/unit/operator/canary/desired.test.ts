@@ -158,6 +158,16 @@ describe("the canary's children", () => {
       [labels.model]: "resnet",
       [labels.component]: "server",
     });
+    const straight = children({
+      serve: { kind: "promoting", stable: S, canary: X },
+      stablePlan: canaryPlan_,
+      live: { stableReady: 5, canaryReady: 0 },
+    });
+    assert.deepEqual(
+      [straight.canaryDeployment, straight.services],
+      [undefined, []],
+      "a promotion with no canary Deployment (from a wait, or at 100 %) creates none",
+    );
     const single = children({ serve: { kind: "single", revision: S }, mode: "GatewayAPI", gateway });
     assert.deepEqual([single.canaryDeployment, single.services], [undefined, []]);
   });
@@ -248,23 +258,24 @@ describe("storage around a canary", () => {
   const revisions = [rev(S, 1, v1), rev(X, 2, v2)];
   it("keeps both versions while the canary runs", () => {
     assert.deepEqual(
-      contentToKeepWithCanary([v1, v2], revisions, { revision: X, phase: "Paused" }),
+      contentToKeepWithCanary([stablePlan, canaryPlan_], revisions, { revision: X, phase: "Paused" }),
       [contentHash(v1), contentHash(v2)].sort(),
     );
   });
   it("prunes an aborted canary's version (the loser) once it no longer serves", () => {
-    assert.deepEqual(contentToKeepWithCanary([v1], revisions, { revision: X, phase: "Aborted" }), [
+    assert.deepEqual(contentToKeepWithCanary([stablePlan], revisions, { revision: X, phase: "Aborted" }), [
       contentHash(v1),
     ]);
     assert.deepEqual(
-      contentToKeepWithCanary([v1, v2], revisions, { revision: X, phase: "Aborting" }).length,
+      contentToKeepWithCanary([stablePlan, canaryPlan_], revisions, { revision: X, phase: "Aborting" })
+        .length,
       2,
       "still serving while aborting: kept",
     );
   });
   it("keeps the old stable's version after a promotion, for a rollback without a download", () => {
     assert.deepEqual(
-      contentToKeepWithCanary([v2], revisions, { revision: X, phase: "Promoted" }),
+      contentToKeepWithCanary([canaryPlan_], revisions, { revision: X, phase: "Promoted" }),
       [contentHash(v1), contentHash(v2)].sort(),
     );
   });

@@ -78,6 +78,12 @@ describe("canary state machine: one percentage (the common case)", () => {
     assert.equal(s.summary, "rev 4 to 20% (step 1/1)");
     assert.deepEqual(canaryEvent(undefined, s)?.reason, "CanaryStarted");
   });
+  it("says the step is progressing again once a ready split lost a replica", () => {
+    const held = next(next(started, { split: ready }), { split: ready });
+    const lost = next(held, { now: at(30) });
+    assert.deepEqual([lost.status?.phase, lost.status?.reason], ["Progressing", "StepProgressing"]);
+    assert.match(lost.status?.message ?? "", /ready again/);
+  });
   it("does not count a split as ready in the reconcile that starts the canary", () => {
     const d = decideCanary(input({ split: ready }));
     assert.equal(d.status?.phase, "Progressing");
@@ -85,6 +91,11 @@ describe("canary state machine: one percentage (the common case)", () => {
   it("waits for the canary's replicas, then holds the split until promoted", () => {
     const waiting = next(started, { now: at(5) });
     assert.equal(waiting.status?.phase, "Progressing");
+    assert.deepEqual(
+      waiting.status,
+      started.status,
+      "nothing new to say: the record stands (no status write)",
+    );
     assert.equal(canaryEvent(started.status, waiting.status), undefined, "no Event while nothing changes");
     const held = next(waiting, { now: at(9), split: ready });
     assert.deepEqual(
@@ -362,7 +373,19 @@ describe("canary state machine: edits and the Gateway API", () => {
     assert.equal(canaryEvent(undefined, waiting.status)?.type, "Warning");
     const started = next(waiting, { plan: gw, gatewayServed: true, now: at(120), split: ready });
     assert.deepEqual(started.serve, { kind: "split", stable: "old", canary: "new", percent: 10 });
-    assert.deepEqual([started.status?.phase, started.status?.stepStartedAt], ["Progressing", at(120)]);
+    assert.deepEqual(
+      [started.status?.phase, started.status?.reason, started.status?.stepStartedAt],
+      ["Progressing", "Started", at(120)],
+    );
+    assert.match(
+      started.status?.message ?? "",
+      /started beside revision 3 \(old\) \(it waited: GatewayAPIUnavailable\)/,
+    );
+    assert.equal(
+      canaryEvent(waiting.status, started.status)?.reason,
+      "CanaryStarted",
+      "said once it really starts",
+    );
   });
   it("lets mlmodel promote through while waiting for the Gateway API", () => {
     const gw = plan({
