@@ -14,8 +14,11 @@
  *    status says the split is coarse). The share is checked against the 50 % the operator set,
  *    not the 40 % asked (the bound at n = 1,500 tells them apart). Then `mlmodel promote`:
  *    once v1's pods are gone every answer is v2's.
+ * 3. A canary of a v3 MLServer cannot load (a real CrashLoopBackOff): never ready, so it never
+ *    takes a replica from the stable nor a request; the operator aborts it on its own and records
+ *    it like an automatic rollback. Every answer is v2's.
  *
- * Zero requests fail through each start, the steady split, the abort and the promotion. Counts
+ * Zero requests fail through each start, the steady split, each abort and the promotion. Counts
  * and ratios only: nothing here asserts how long anything took.
  */
 import assert from "node:assert/strict";
@@ -31,7 +34,7 @@ import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { checkShare, describeShare } from "../../harness/share.ts";
 import { Traffic, type TrafficReport, versionClassifier } from "../../harness/traffic.ts";
-import { isReady, repoRoot } from "../operator/helpers.ts";
+import { getModel, isReady, repoRoot } from "../operator/helpers.ts";
 import {
   applyCaSecret,
   applyModel,
@@ -67,6 +70,7 @@ describe("canaries under live traffic on a real node", () => {
   let bed: RealNodeBed;
   let v1: SampleModel & { uri: string };
   let v2: SampleModel & { uri: string };
+  let v3: SampleModel & { uri: string };
   let endpoint: ServiceEndpoint;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
 
@@ -196,9 +200,10 @@ describe("canaries under live traffic on a real node", () => {
 
   before(async () => {
     bed = await realNodeBed("rn-canary");
-    [v1, v2] = await Promise.all([
+    [v1, v2, v3] = await Promise.all([
       publishSample(bed, "iris-v1.tgz", { version: 1 }),
       publishSample(bed, "iris-v2.tgz", { version: 2 }),
+      publishSample(bed, "iris-v3.tgz", { version: 3, broken: true }),
     ]);
     await applyCaSecret(bed);
     await applyModel(bed, spec(v1, 25));
@@ -300,6 +305,42 @@ describe("canaries under live traffic on a real node", () => {
     const report = traffic.report("canary 2", "canary 2 end");
     assertNoFailures(report, "canary start, 50 % split, promotion");
     console.log(`# canary 2 (40 % -> 50 %, promote): ${figures(report)}`);
+  });
+
+  it("a canary that crash-loops for real is aborted on its own: v2 answers every request, none fails", async () => {
+    const stable = (await getModel(bed.admin, bed.ns.name, name))!.status!.revision!.lastReady!;
+    const stablePods = (await servingPods()).map((p) => p.name);
+    traffic.mark("canary 3");
+    await applyModel(bed, spec(v3, 25));
+    const aborted = await waitForModel(bed, name, "the crash-looping canary Aborted", (m) => {
+      const serving = m.status?.revision?.serving ?? [];
+      return (
+        m.status?.canary?.phase === "Aborted" &&
+        m.status.canary.revision !== stable &&
+        serving.length === 1 &&
+        serving[0]?.revision === stable &&
+        serving[0]?.readyReplicas === replicas
+      );
+    });
+    const X = aborted.status!.canary!.revision!;
+    assert.equal(aborted.status?.canary?.reason, "CrashLoopBackOff", JSON.stringify(aborted.status?.canary));
+    assert.deepEqual(
+      [aborted.status?.revision?.failed?.revision, aborted.status?.revision?.failed?.reason],
+      [X, "CrashLoopBackOff"],
+      "recorded like an automatic rollback",
+    );
+    assert.equal(aborted.spec.model.uri, v3.uri, "the spec is left as written");
+    await onlyAnswers("crash-loop abort", "v2", X);
+    assert.deepEqual(
+      (await servingPods()).map((p) => p.name),
+      stablePods,
+      "the same stable pods throughout: a canary that is never ready takes no replica from the stable",
+    );
+    traffic.mark("canary 3 end");
+    const report = traffic.report("canary 3", "canary 3 end");
+    assertNoFailures(report, "a crash-looping canary and its abort");
+    assert.deepEqual(Object.keys(report.byLabel), ["v2"], "the canary never served: it was never ready");
+    console.log(`# canary 3 (crash loop, aborted on its own): ${figures(report)}`);
   });
 
   it("no request failed over the whole run", async () => {
