@@ -47,6 +47,7 @@ import {
   sklearnModel,
   waitForModel,
 } from "./fixture.ts";
+import { assertNoFailures, moreAnswers } from "./live-traffic.ts";
 
 const name = "iris";
 const replicas = 4;
@@ -96,15 +97,8 @@ describe("canaries under live traffic on a real node", () => {
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** Waits until `count` requests sent from now on have been answered (or have failed). */
-  async function moreAnswers(count: number, what: string): Promise<void> {
-    const from = traffic.now();
-    await waitFor(
-      `${count} more answers (${what})`,
-      async () => traffic.samples.filter((s) => s.at >= from).length >= count,
-      { timeoutMs: 10 * 60_000 },
-    );
-  }
+  /** Waits for `count` more answers; the splits and transitions here take minutes under load. */
+  const answers = (count: number, what: string) => moreAnswers(traffic, count, what, 10 * 60_000);
 
   async function mlmodel(args: string[]): Promise<string> {
     const { stdout } = await promisify(execFile)(
@@ -118,15 +112,6 @@ describe("canaries under live traffic on a real node", () => {
   /** The figures worth a log line (the labels of a split alternate too often to print). */
   const figures = ({ sent, served, failed, dropped, byLabel, latencyMs }: TrafficReport) =>
     JSON.stringify({ sent, served, failed, dropped, byLabel, latencyMs });
-
-  function assertNoFailures(report: TrafficReport, what: string): void {
-    assert.equal(
-      report.failed,
-      0,
-      `${what}: ${report.failed} of ${report.sent} failed: ${JSON.stringify(report.failures.slice(0, 10))}`,
-    );
-    assert.equal(report.dropped, 0, `${what}: the client dropped ${report.dropped} ticks`);
-  }
 
   /**
    * Waits for the canary to hold its split (Paused, every replica of both revisions ready, no
@@ -164,9 +149,9 @@ describe("canaries under live traffic on a real node", () => {
     const expected = readyOf("Canary") / (readyOf("Canary") + readyOf("Stable"));
     assert.equal(canary.effectivePercent, Math.round(100 * expected), JSON.stringify(canary));
     // kube-proxy's rules follow the endpoints a moment later: a few answers first.
-    await moreAnswers(ratePerSecond * 2, `${label}: endpoints settle`);
+    await answers(ratePerSecond * 2, `${label}: endpoints settle`);
     traffic.mark(`${label} window`);
-    await moreAnswers(sharedRequests, `${label}: the split's share`);
+    await answers(sharedRequests, `${label}: the split's share`);
     traffic.mark(`${label} window end`);
     // The split held the whole window: same pods, all ready, none leaving.
     assert.deepEqual(await steady(), podsBefore, `${label}: the pods changed during the window`);
@@ -179,6 +164,20 @@ describe("canaries under live traffic on a real node", () => {
     return { paused, check };
   }
 
+  /** Waits until the canary ended as `phase` with `serves` alone on every replica. */
+  function canaryEnded(phase: "Promoted" | "Aborted", serves: string, version: string): Promise<MLModel> {
+    return waitForModel(bed, name, `canary ${phase}, ${version} on every replica`, (m) => {
+      const serving = m.status?.revision?.serving ?? [];
+      return (
+        m.status?.observedGeneration === m.metadata.generation &&
+        m.status?.canary?.phase === phase &&
+        serving.length === 1 &&
+        serving[0]?.revision === serves &&
+        serving[0]?.readyReplicas === replicas
+      );
+    });
+  }
+
   /** Once no pod of `loser` is left (not even terminating), every answer is `winner`'s. */
   async function onlyAnswers(label: string, winner: string, loserRevision: string): Promise<void> {
     await waitFor(
@@ -187,7 +186,7 @@ describe("canaries under live traffic on a real node", () => {
       { timeoutMs: 300_000 },
     );
     traffic.mark(`${label} settled`);
-    await moreAnswers(ratePerSecond * 4, `${label}: ${winner} alone`);
+    await answers(ratePerSecond * 4, `${label}: ${winner} alone`);
     traffic.mark(`${label} settled end`);
     const tail = traffic.report(`${label} settled`, `${label} settled end`);
     assertNoFailures(tail, `${label}: after`);
@@ -226,7 +225,7 @@ describe("canaries under live traffic on a real node", () => {
       maxRequests,
       maxDurationMs,
     }).start();
-    await moreAnswers(ratePerSecond * 2, "v1 serving");
+    await answers(ratePerSecond * 2, "v1 serving");
   });
   after(async () => {
     await traffic?.stop();
@@ -247,15 +246,7 @@ describe("canaries under live traffic on a real node", () => {
 
     const out = await mlmodel(["rollback", name]);
     assert.match(out, /the running canary is aborted/);
-    const aborted = await waitForModel(bed, name, "canary Aborted, v1 on every replica", (m) => {
-      const serving = m.status?.revision?.serving ?? [];
-      return (
-        m.status?.observedGeneration === m.metadata.generation &&
-        m.status?.canary?.phase === "Aborted" &&
-        serving.length === 1 &&
-        serving[0]?.readyReplicas === replicas
-      );
-    });
+    const aborted = await canaryEnded("Aborted", c.stableRevision!, "v1");
     assert.deepEqual([aborted.status?.canary?.reason, aborted.status?.canary?.revision], ["RolledBack", X]);
     await onlyAnswers("abort", "v1", X);
     traffic.mark("canary 1 end");
@@ -280,16 +271,7 @@ describe("canaries under live traffic on a real node", () => {
 
     const out = await mlmodel(["promote", name]);
     assert.match(out, /promoting the canary of revision/);
-    const promoted = await waitForModel(bed, name, "canary Promoted, v2 on every replica", (m) => {
-      const serving = m.status?.revision?.serving ?? [];
-      return (
-        m.status?.observedGeneration === m.metadata.generation &&
-        m.status?.canary?.phase === "Promoted" &&
-        serving.length === 1 &&
-        serving[0]?.revision === X &&
-        serving[0]?.readyReplicas === replicas
-      );
-    });
+    const promoted = await canaryEnded("Promoted", X, "v2");
     assert.deepEqual(
       [promoted.status?.revision?.lastReady, promoted.status?.canary?.reason],
       [X, "PromotedByUser"],
@@ -312,16 +294,8 @@ describe("canaries under live traffic on a real node", () => {
     const stablePods = (await servingPods()).map((p) => p.name);
     traffic.mark("canary 3");
     await applyModel(bed, spec(v3, 25));
-    const aborted = await waitForModel(bed, name, "the crash-looping canary Aborted", (m) => {
-      const serving = m.status?.revision?.serving ?? [];
-      return (
-        m.status?.canary?.phase === "Aborted" &&
-        m.status.canary.revision !== stable &&
-        serving.length === 1 &&
-        serving[0]?.revision === stable &&
-        serving[0]?.readyReplicas === replicas
-      );
-    });
+    // The last canary was Promoted: Aborted can only be this one's end.
+    const aborted = await canaryEnded("Aborted", stable, "v2");
     const X = aborted.status!.canary!.revision!;
     assert.equal(aborted.status?.canary?.reason, "CrashLoopBackOff", JSON.stringify(aborted.status?.canary));
     assert.deepEqual(

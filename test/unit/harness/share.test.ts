@@ -1,19 +1,8 @@
 /** The binomial check of a traffic split (test/harness/share.ts). */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { seededRandom } from "../../harness/random.ts";
 import { checkShare, describeShare } from "../../harness/share.ts";
-
-/** mulberry32: a small seeded generator, so the simulated runs are the same on every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** How many of n requests reach the canary when each picks it with probability p. */
 function simulatedHits(random: () => number, n: number, p: number): number {
@@ -35,7 +24,7 @@ describe("checkShare", () => {
   });
 
   it("holds about 99 of 100 honest splits, and no split that is really another", () => {
-    const random = seeded(17);
+    const random = seededRandom(17);
     const runs = 1000;
     let honest = 0;
     let wrong = 0;
