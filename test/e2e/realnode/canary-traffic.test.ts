@@ -47,7 +47,12 @@ import {
   sklearnModel,
   waitForModel,
 } from "./fixture.ts";
-import { assertNoFailures, moreAnswers } from "./live-traffic.ts";
+import {
+  assertNoFailures,
+  holdNodeForTraffic,
+  liveTrafficSuiteTimeoutMs,
+  moreAnswers,
+} from "./live-traffic.ts";
 
 const name = "iris";
 const replicas = 4;
@@ -67,12 +72,13 @@ interface ServingPod {
   terminating: boolean;
 }
 
-describe("canaries under live traffic on a real node", () => {
+describe("canaries under live traffic on a real node", { timeout: liveTrafficSuiteTimeoutMs }, () => {
   let bed: RealNodeBed;
   let v1: SampleModel & { uri: string };
   let v2: SampleModel & { uri: string };
   let v3: SampleModel & { uri: string };
   let endpoint: ServiceEndpoint;
+  let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
 
   const spec = (model: SampleModel & { uri: string }, trafficPercent: number): MLModel =>
@@ -199,6 +205,7 @@ describe("canaries under live traffic on a real node", () => {
 
   before(async () => {
     bed = await realNodeBed("rn-canary");
+    releaseNode = await holdNodeForTraffic(bed.cluster, "canary-traffic.test.ts");
     [v1, v2, v3] = await Promise.all([
       publishSample(bed, "iris-v1.tgz", { version: 1 }),
       publishSample(bed, "iris-v2.tgz", { version: 2 }),
@@ -228,8 +235,12 @@ describe("canaries under live traffic on a real node", () => {
     await answers(ratePerSecond * 2, "v1 serving");
   });
   after(async () => {
-    await traffic?.stop();
-    await removeRealNodeBed(bed);
+    try {
+      await traffic?.stop();
+      await removeRealNodeBed(bed);
+    } finally {
+      await releaseNode?.();
+    }
   });
 
   it("a canary at 25 % (1 of 4 replicas) gets its binomial share, and mlmodel rollback aborts it: zero failed requests, then only v1", async () => {

@@ -27,19 +27,25 @@ import {
   sklearnModel,
   waitForModel,
 } from "./fixture.ts";
-import { assertNoFailures, moreAnswers } from "./live-traffic.ts";
+import {
+  assertNoFailures,
+  holdNodeForTraffic,
+  liveTrafficSuiteTimeoutMs,
+  moreAnswers,
+} from "./live-traffic.ts";
 
 const ratePerSecond = 25;
 // Bounds: the whole test sends at most this many requests, for at most this long.
 const maxDurationMs = 15 * 60_000;
 const maxRequests = ratePerSecond * (maxDurationMs / 1000);
 
-describe("a model update under live traffic on a real node", () => {
+describe("a model update under live traffic on a real node", { timeout: liveTrafficSuiteTimeoutMs }, () => {
   let bed: RealNodeBed;
   let v1: SampleModel & { uri: string };
   let v2: SampleModel & { uri: string };
   let v3: SampleModel & { uri: string };
   let endpoint: ServiceEndpoint;
+  let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
 
   const servingRevisions = async () =>
@@ -51,6 +57,7 @@ describe("a model update under live traffic on a real node", () => {
 
   before(async () => {
     bed = await realNodeBed("rn-rollout");
+    releaseNode = await holdNodeForTraffic(bed.cluster, "rollout.test.ts");
     [v1, v2, v3] = await Promise.all([
       publishSample(bed, "iris-v1.tgz", { version: 1 }),
       publishSample(bed, "iris-v2.tgz", { version: 2 }),
@@ -71,8 +78,12 @@ describe("a model update under live traffic on a real node", () => {
     await moreAnswers(traffic, ratePerSecond * 2, "v1 serving");
   });
   after(async () => {
-    await traffic?.stop();
-    await removeRealNodeBed(bed);
+    try {
+      await traffic?.stop();
+      await removeRealNodeBed(bed);
+    } finally {
+      await releaseNode?.();
+    }
   });
 
   it("v1 -> v2: zero failed requests, and the answers switch from v1's predictions to v2's", async () => {
