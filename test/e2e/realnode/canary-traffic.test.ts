@@ -123,7 +123,7 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
    * Waits for the canary to hold its split (Paused, every replica of both revisions ready, no
    * pod of the model terminating, so the Service's endpoints are exactly those pods), then
    * judges `sharedRequests` answers against that split, read from the status. Returns the
-   * split's canary share and the check.
+   * paused model and the check.
    */
   async function measureSplit(label: string, stableReady: number, canaryReady: number) {
     const paused = await waitForModel(bed, name, `canary Paused at ${stableReady} + ${canaryReady}`, (m) => {
