@@ -350,7 +350,7 @@ const canarySpec = {
     maxUnreadySeconds: {
       type: "integer",
       description:
-        "Seconds a started canary replica may fail its readiness probe before the canary counts as unhealthy (and is aborted when rollout.autoRollback is on).",
+        "Seconds a canary replica that was Ready may fail its readiness probe before the canary counts as unhealthy (and is aborted when rollout.autoRollback is on). A replica still loading its model is bounded by the runtime's startup probe and progressDeadlineSeconds instead.",
       minimum: 5,
       maximum: 86400,
       default: 60,

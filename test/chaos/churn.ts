@@ -14,21 +14,12 @@ import { fakeNode } from "../../src/cluster/bootstrap.ts";
 import { install } from "../../src/install/install.ts";
 import { builtinKinds, KubeClient, type KubeObject, type ResourceKind } from "../../src/runtime/index.ts";
 import type { PrivateCluster } from "../harness/cluster.ts";
+import { seededRandom } from "../harness/random.ts";
+
+export { seededRandom };
 
 export const driverFieldManager = "chaos-driver";
 const modelLabel = "serving.mlmodel.dev/model";
-
-/** Mulberry32: small, seeded, good enough to make runs repeatable from their seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface ModelWish {
   replicas: number;

@@ -2,7 +2,7 @@
  * Is the canary healthy? A pure reading of its pods, its Deployment and its download. Unhealthy
  * is what a person would not want serving users: a failed download, pods that cannot pull
  * their image or start, crash loops, more restarts than spec.rollout.canary.maxRestarts, a
- * started replica failing its readiness probe for longer than maxUnreadySeconds, or a
+ * replica that was Ready and has failed its readiness probe for longer than maxUnreadySeconds, or a
  * Deployment past its progress deadline. Unschedulable pods are not unhealthy: they wait for
  * capacity, and the progress deadline bounds the wait.
  */
@@ -32,8 +32,16 @@ function restarts(pods: readonly V1Pod[]): number {
 }
 
 /**
- * A pod whose containers all started (the startup probe passed) but that is not Ready: its
- * readiness probe fails. Unready since its Ready condition last changed.
+ * A pod whose containers all started (the startup probe passed) and that was Ready since, but
+ * is not Ready now: its readiness probe fails. Unready since its Ready condition last changed.
+ *
+ * A pod not yet Ready since its containers started is still starting, whatever the time: its
+ * Ready condition has been False since the pod was created, and `started` turns true when the
+ * startup probe passes, a moment before the first readiness probe does. Counting from the
+ * condition's time then judged a healthy replica that took longer than maxUnreadySeconds to
+ * load its model (MLServer under load on a real node, 80 s) as failing its readiness probe the
+ * moment it started, and aborted the canary. The startup probe and progressDeadlineSeconds
+ * bound a start; this rule is for a replica that served and stopped answering.
  */
 function unreadyForSeconds(pod: V1Pod, now: number): number | undefined {
   if (pod.metadata?.deletionTimestamp) return undefined;
@@ -42,7 +50,10 @@ function unreadyForSeconds(pod: V1Pod, now: number): number | undefined {
     return undefined;
   const ready = pod.status?.conditions?.find((c) => c.type === "Ready");
   if (!ready || ready.status === "True" || !ready.lastTransitionTime) return undefined;
-  return (now - new Date(ready.lastTransitionTime).getTime()) / 1000;
+  const unreadySince = new Date(ready.lastTransitionTime).getTime();
+  const lastStart = Math.max(...statuses.map((cs) => new Date(cs.state?.running?.startedAt ?? 0).getTime()));
+  if (unreadySince <= lastStart) return undefined;
+  return (now - unreadySince) / 1000;
 }
 
 export function canaryHealth(input: CanaryHealthInput): CanaryHealth {

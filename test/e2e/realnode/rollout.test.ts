@@ -13,7 +13,7 @@ import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
 import { waitFor } from "../../harness/cluster.ts";
-import { labelRuns, Traffic, type TrafficReport, versionClassifier } from "../../harness/traffic.ts";
+import { labelRuns, Traffic, versionClassifier } from "../../harness/traffic.ts";
 import { getModel, podsOf, repoRoot, waitForPhase } from "../operator/helpers.ts";
 import {
   applyCaSecret,
@@ -27,29 +27,26 @@ import {
   sklearnModel,
   waitForModel,
 } from "./fixture.ts";
+import {
+  assertNoFailures,
+  holdNodeForTraffic,
+  liveTrafficSuiteTimeoutMs,
+  moreAnswers,
+} from "./live-traffic.ts";
 
 const ratePerSecond = 25;
 // Bounds: the whole test sends at most this many requests, for at most this long.
 const maxDurationMs = 15 * 60_000;
 const maxRequests = ratePerSecond * (maxDurationMs / 1000);
 
-describe("a model update under live traffic on a real node", () => {
+describe("a model update under live traffic on a real node", { timeout: liveTrafficSuiteTimeoutMs }, () => {
   let bed: RealNodeBed;
   let v1: SampleModel & { uri: string };
   let v2: SampleModel & { uri: string };
   let v3: SampleModel & { uri: string };
   let endpoint: ServiceEndpoint;
+  let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
-
-  /** Waits until `count` requests sent from now on have been answered (or have failed). */
-  async function moreAnswers(count: number, what: string): Promise<void> {
-    const from = traffic.now();
-    await waitFor(
-      `${count} more answers (${what})`,
-      async () => traffic.samples.filter((s) => s.at >= from).length >= count,
-      { timeoutMs: 120_000 },
-    );
-  }
 
   const servingRevisions = async () =>
     new Set(
@@ -60,6 +57,7 @@ describe("a model update under live traffic on a real node", () => {
 
   before(async () => {
     bed = await realNodeBed("rn-rollout");
+    releaseNode = await holdNodeForTraffic(bed.cluster, "rollout.test.ts");
     [v1, v2, v3] = await Promise.all([
       publishSample(bed, "iris-v1.tgz", { version: 1 }),
       publishSample(bed, "iris-v2.tgz", { version: 2 }),
@@ -77,21 +75,16 @@ describe("a model update under live traffic on a real node", () => {
       maxRequests,
       maxDurationMs,
     }).start();
-    await moreAnswers(ratePerSecond * 2, "v1 serving");
+    await moreAnswers(traffic, ratePerSecond * 2, "v1 serving");
   });
   after(async () => {
-    await traffic?.stop();
-    await removeRealNodeBed(bed);
+    try {
+      await traffic?.stop();
+      await removeRealNodeBed(bed);
+    } finally {
+      await releaseNode?.();
+    }
   });
-
-  function assertNoFailures(report: TrafficReport, what: string): void {
-    assert.equal(
-      report.failed,
-      0,
-      `${what}: ${report.failed} of ${report.sent} failed: ${JSON.stringify(report.failures.slice(0, 10))}`,
-    );
-    assert.equal(report.dropped, 0, `${what}: the client dropped ${report.dropped} ticks`);
-  }
 
   it("v1 -> v2: zero failed requests, and the answers switch from v1's predictions to v2's", async () => {
     const before = (await getModel(bed.admin, bed.ns.name, "iris"))!;
@@ -110,7 +103,7 @@ describe("a model update under live traffic on a real node", () => {
     });
     assert.notEqual(rolled.status?.revision?.current, before.status?.revision?.current);
     // Let the last old connections drain and v2 answer for a while before judging.
-    await moreAnswers(ratePerSecond * 4, "v2 serving");
+    await moreAnswers(traffic, ratePerSecond * 4, "v2 serving");
     traffic.mark("v2 served");
     const report = traffic.report("v2 applied", "v2 served");
     assertNoFailures(report, "during v1 -> v2");
@@ -143,7 +136,7 @@ describe("a model update under live traffic on a real node", () => {
       const revisions = await servingRevisions();
       return revisions.size === 1 && revisions.has(v2Revision);
     });
-    await moreAnswers(ratePerSecond * 4, "v2 serving after the rollback");
+    await moreAnswers(traffic, ratePerSecond * 4, "v2 serving after the rollback");
     traffic.mark("rolled back");
     const report = traffic.report("v3 applied", "rolled back");
     assertNoFailures(report, "during v3's crash loop and its rollback");

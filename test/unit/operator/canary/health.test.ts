@@ -13,6 +13,8 @@ function pod(
     readySince?: number;
     restarts?: number;
     started?: boolean;
+    /** Seconds since the container started (default 600). */
+    startedSince?: number;
     waiting?: string;
     unschedulable?: boolean;
   } = {},
@@ -26,7 +28,7 @@ function pod(
     started: opts.started ?? true,
     state: opts.waiting
       ? { waiting: { reason: opts.waiting, message: "back-off" } }
-      : { running: { startedAt: new Date(secondsAgo(600)) } },
+      : { running: { startedAt: new Date(secondsAgo(opts.startedSince ?? 600)) } },
   };
   return {
     metadata: { name },
@@ -100,6 +102,18 @@ const cases: [string, Partial<CanaryHealthInput>, string | undefined, RegExp?][]
   [
     "a started replica unready for a moment",
     { pods: [pod("c-1", { ready: false, readySince: 20 })] },
+    undefined,
+  ],
+  [
+    // Seen on a real node under load: MLServer took 80 s to load the model; the startup probe
+    // had just passed and the first readiness probe not yet, with Ready False since creation.
+    "a replica whose startup probe just passed after a slow start, not Ready yet since its container started",
+    { pods: [pod("c-1", { ready: false, readySince: 82, startedSince: 75 })] },
+    undefined,
+  ],
+  [
+    "a restarted replica not Ready since its new container started (crash loops and restarts are judged apart)",
+    { pods: [pod("c-1", { ready: false, readySince: 120, startedSince: 100, restarts: 1 })] },
     undefined,
   ],
   [

@@ -1,0 +1,57 @@
+/**
+ * What the real-node files that send live traffic share: the node to themselves while they run,
+ * waiting for more answers (counted, never timed) and the zero-failure assertion with the first
+ * failures in its message.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { waitFor } from "../../harness/cluster.ts";
+import { holdLock } from "../../harness/exclusive.ts";
+import type { RealNodeCluster } from "../../harness/realnode.ts";
+import type { Traffic, TrafficReport } from "../../harness/traffic.ts";
+
+/**
+ * A live-traffic file's suite timeout: its own run (up to about 10 minutes on a loaded machine)
+ * plus the wait for another live-traffic file to finish (see holdNodeForTraffic).
+ */
+export const liveTrafficSuiteTimeoutMs = 40 * 60_000;
+
+/**
+ * One file at a time sends live traffic to the run's real node. npm test runs three files at
+ * once, and a file that starts MLServer pods and asserts zero failed requests cannot share the
+ * 2-core machine with another such file: with canary-traffic.test.ts beside it, rollout.test.ts's
+ * single v2 replica fell behind its 25 requests/s and 1,497 of 3,882 requests timed out (each
+ * file alone: none). Take it before deploying the models, release it after removing them.
+ */
+export function holdNodeForTraffic(cluster: RealNodeCluster, holder: string): Promise<() => Promise<void>> {
+  return holdLock(join(cluster.dir, "live-traffic.lock"), holder, {
+    timeoutMs: liveTrafficSuiteTimeoutMs / 2,
+    onWait: (owner) =>
+      console.log(`# ${holder} waits for ${owner.holder} to finish its live traffic on the real node`),
+  });
+}
+
+/** Waits until `count` requests sent from now on have been answered (or have failed). */
+export async function moreAnswers(
+  traffic: Pick<Traffic<unknown>, "now" | "samples">,
+  count: number,
+  what: string,
+  timeoutMs = 120_000,
+): Promise<void> {
+  const from = traffic.now();
+  await waitFor(
+    `${count} more answers (${what})`,
+    async () => traffic.samples.filter((s) => s.at >= from).length >= count,
+    { timeoutMs },
+  );
+}
+
+/** No request failed and the client dropped none (a dropped tick would hide a stall). */
+export function assertNoFailures(report: TrafficReport, what: string): void {
+  assert.equal(
+    report.failed,
+    0,
+    `${what}: ${report.failed} of ${report.sent} failed: ${JSON.stringify(report.failures.slice(0, 10))}`,
+  );
+  assert.equal(report.dropped, 0, `${what}: the client dropped ${report.dropped} ticks`);
+}
