@@ -68,13 +68,17 @@ export async function startOperatorProcess(opts: {
   namespace: string;
   concurrency: number;
   logFile: string;
+  /** Extra Node flags, e.g. --cpu-prof (profiles), before the script. */
+  nodeFlags?: string[];
 }): Promise<OperatorProcess> {
   const [metricsPort, healthPort] = [await freePort(), await freePort()];
   const log = openSync(opts.logFile, "a");
   const child = spawn(
     process.execPath,
     [
-      join(repo, "src", "cli", "main.ts"),
+      ...(opts.nodeFlags ?? []),
+      // As the image runs it (its entrypoint is bin/mlmodel.js), not `node src/cli/main.ts`.
+      join(repo, "bin", "mlmodel.js"),
       "operator",
       "--kubeconfig",
       opts.kubeconfig,
