@@ -1,10 +1,10 @@
 /**
- * KubeClient: the few REST verbs a controller needs, over undici's fetch.
+ * KubeClient: the few REST verbs a controller needs, over Node's http/https (transport.ts).
  *
- * Auth and TLS come from client-node's KubeConfig (kubeconfig files, in-cluster service
- * account, exec plugins, client certificates): we ask it for the https options once for the
- * TLS material (CA, client cert and key go into an undici Agent) and for the headers before
- * every request (tokens rotate: the in-cluster token file is re-read by client-node).
+ * Auth and TLS come from a Connection: the runtime's own kubeconfig loader (kubeconfig.ts:
+ * tokens, token files, client certificates, exec plugins, in-cluster service account), or
+ * client-node's KubeConfig through `fromKubeConfig`. Headers are asked for before every
+ * request (tokens rotate: token files are re-read, exec credentials expire).
  *
  * Every request is counted by verb and HTTP code through `onRequest` listeners (metrics).
  * There is no client-side rate limit: like controller-runtime since v0.21 we rely on the
@@ -12,9 +12,10 @@
  */
 import type { RequestOptions } from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { Agent, type Dispatcher, fetch } from "undici";
+import type { Dispatcher } from "undici";
 import { ApiError } from "./errors.ts";
 import { apiVersionOf, collectionPath, kindName, objectPath, type ResourceKind } from "./kinds.ts";
+import { type HttpRequest, type HttpResponse, NodeTransport, type TlsSettings } from "./transport.ts";
 import type { KubeObject, ObjectKey, Status, WatchEvent } from "./types.ts";
 
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "apply" | "delete";
@@ -90,9 +91,18 @@ const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
   apply: "application/apply-patch+yaml",
 };
 
-/** What KubeClient needs from the connection: base URL, TLS dispatcher, fresh headers. */
+/** What KubeClient needs from the connection: base URL, TLS settings, fresh headers. */
 export interface Connection {
   server: string;
+  /**
+   * CA, client certificate, SNI name and verification for an https server. Read before every
+   * request (it may be a getter): a different object opens a new connection pool.
+   */
+  tls?: TlsSettings;
+  /**
+   * Deprecated: an undici Dispatcher carrying the TLS settings. Requests then go through
+   * undici's fetch, loaded on first use (slower and larger than `tls`; see transport.ts).
+   */
   dispatcher?: Dispatcher;
   headers(): Promise<Record<string, string>>;
 }
@@ -106,6 +116,7 @@ export class KubeClient {
   readonly #server: string;
   readonly #userAgent: string;
   readonly #listeners: ((r: RequestRecord) => void)[] = [];
+  readonly #transport: NodeTransport;
 
   constructor(conn: Connection, opts: KubeClientOptions = {}) {
     if (!/^https?:\/\//.test(conn.server)) {
@@ -115,20 +126,23 @@ export class KubeClient {
     this.#conn = conn;
     this.#server = conn.server.replace(/\/+$/, "");
     this.#userAgent = opts.userAgent ?? "mlmodel-runtime";
+    this.#transport = new NodeTransport(conn.server);
   }
 
-  /** Builds a client from a loaded KubeConfig (current context). */
+  /**
+   * Builds a client from client-node's KubeConfig (current context). Its TLS material is read
+   * on the first request; its headers before every request (client-node refreshes tokens).
+   */
   static fromKubeConfig(kc: KubeConfig, opts: KubeClientOptions = {}): KubeClient {
     const cluster = kc.getCurrentCluster();
     if (!cluster) {
       throw new TypeError(`kubeconfig has no current cluster (current-context "${kc.getCurrentContext()}")`);
     }
-    let dispatcher: Dispatcher | undefined;
+    let tls: TlsSettings | undefined;
     const headers = async (): Promise<Record<string, string>> => {
       const https: RequestOptions = {};
       await kc.applyToHTTPSOptions(https);
-      if (!dispatcher && cluster.server.startsWith("https:"))
-        dispatcher = tlsAgent(https, cluster.tlsServerName);
+      tls ??= tlsSettings(https, cluster.tlsServerName);
       const out: Record<string, string> = {};
       for (const [name, value] of Object.entries(https.headers ?? {})) {
         if (value !== undefined) out[name] = String(value);
@@ -141,8 +155,8 @@ export class KubeClient {
     const conn: Connection = {
       server: cluster.server,
       headers,
-      get dispatcher() {
-        return dispatcher;
+      get tls() {
+        return tls;
       },
     };
     return new KubeClient(conn, opts);
@@ -304,9 +318,7 @@ export class KubeClient {
       });
       inactivity.touch();
       opts.onOpen?.();
-      const body = res.body;
-      if (!body) return;
-      for await (const line of lines(body, () => inactivity.touch())) {
+      for await (const line of lines(res.body, () => inactivity.touch())) {
         const event = JSON.parse(line) as { type: string; object: unknown };
         if (event.type === "ERROR") {
           const status = event.object as Status;
@@ -363,27 +375,31 @@ export class KubeClient {
     method: string,
     path: string,
     opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
-  ) {
+  ): Promise<HttpResponse> {
     const qs = opts.query?.toString();
-    const url = `${this.#server}${path}${qs ? `?${qs}` : ""}`;
     const headers: Record<string, string> = {
       ...(await this.#conn.headers()),
       Accept: "application/json",
       "User-Agent": this.#userAgent,
     };
     if (opts.body !== undefined) headers["Content-Type"] = opts.contentType ?? "application/json";
-    let res: Awaited<ReturnType<typeof fetch>>;
+    const req: HttpRequest = {
+      method,
+      url: `${this.#server}${path}${qs ? `?${qs}` : ""}`,
+      headers,
+      signal: opts.signal,
+    };
+    if (opts.body !== undefined) req.body = opts.body;
+    let res: HttpResponse;
     try {
-      const init: Parameters<typeof fetch>[1] = { method, headers, signal: opts.signal ?? null };
-      if (opts.body !== undefined) init.body = opts.body;
-      if (this.#conn.dispatcher) init.dispatcher = this.#conn.dispatcher;
-      res = await fetch(url, init);
+      const dispatcher = this.#conn.dispatcher;
+      res = dispatcher ? await viaUndici(req, dispatcher) : await this.#transport.send(req, this.#conn.tls);
     } catch (err) {
       this.#record({ verb, method, code: 0 });
       throw err;
     }
     this.#record({ verb, method, code: res.status });
-    if (res.ok) return res;
+    if (res.status >= 200 && res.status < 300) return res;
     const text = await res.text();
     let status: Status;
     try {
@@ -391,7 +407,11 @@ export class KubeClient {
     } catch {
       status = { message: text.slice(0, 500) };
     }
-    throw ApiError.fromStatus(status, res.status, { verb, path, retryAfter: res.headers.get("retry-after") });
+    throw ApiError.fromStatus(status, res.status, {
+      verb,
+      path,
+      retryAfter: res.header("retry-after") ?? null,
+    });
   }
 
   #record(r: RequestRecord): void {
@@ -399,15 +419,35 @@ export class KubeClient {
   }
 }
 
-function tlsAgent(https: RequestOptions, servername: string | undefined): Agent {
-  const connect: Record<string, unknown> = {};
-  if (https.ca) connect["ca"] = https.ca;
-  if (https.cert) connect["cert"] = https.cert;
-  if (https.key) connect["key"] = https.key;
-  if (https.rejectUnauthorized !== undefined) connect["rejectUnauthorized"] = https.rejectUnauthorized;
-  if (servername) connect["servername"] = servername;
-  // bodyTimeout 0: watches are long and quiet; our own inactivity timer judges them.
-  return new Agent({ connect, bodyTimeout: 0, keepAliveTimeout: 30_000 });
+/** The TLS part of client-node's https options. */
+function tlsSettings(https: RequestOptions, servername: string | undefined): TlsSettings {
+  const tls: TlsSettings = {};
+  if (https.ca) tls.ca = https.ca as string | Buffer;
+  if (https.cert) tls.cert = https.cert as string | Buffer;
+  if (https.key) tls.key = https.key as string | Buffer;
+  if (https.rejectUnauthorized !== undefined) tls.rejectUnauthorized = https.rejectUnauthorized;
+  if (servername) tls.servername = servername;
+  return tls;
+}
+
+/** The deprecated path: a caller's undici Dispatcher, through undici's fetch (loaded now). */
+async function viaUndici(req: HttpRequest, dispatcher: Dispatcher): Promise<HttpResponse> {
+  const { fetch } = await import("undici");
+  const init: Parameters<typeof fetch>[1] = {
+    method: req.method,
+    headers: req.headers,
+    signal: req.signal ?? null,
+    dispatcher,
+  };
+  if (req.body !== undefined) init.body = req.body;
+  const res = await fetch(req.url, init);
+  const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
+  return {
+    status: res.status,
+    header: (name) => res.headers.get(name) ?? undefined,
+    text: () => res.text(),
+    body: res.body ?? empty,
+  };
 }
 
 function setParam(q: URLSearchParams, name: string, value: string | number | undefined): void {

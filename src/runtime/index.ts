@@ -53,6 +53,25 @@ export {
   objectPath,
   validateKind,
 } from "./kinds.ts";
+export type {
+  ConnectionOptions,
+  ExecConfig,
+  ExecCredentialStatus,
+  KubeConfigCluster,
+  KubeConfigUser,
+  KubeContext,
+  LoadOptions,
+} from "./kubeconfig.ts";
+export {
+  inCluster,
+  KubeConfigError,
+  kubeConnection,
+  loadKubeConfig,
+  runExecPlugin,
+  serviceAccountDir,
+  tlsOf,
+  tokenFileRefreshMs,
+} from "./kubeconfig.ts";
 export type { LeaderCallbacks, LeaderElectionOptions, Lease, LeaseClient, LeaseSpec } from "./leader.ts";
 export { kubeLeaseClient, LeaderElector, microTime } from "./leader.ts";
 export type { CacheOptions, ManagerOptions } from "./manager.ts";
@@ -95,6 +114,8 @@ export {
   NAMESPACE_INDEX,
   stripManagedFields,
 } from "./store.ts";
+export type { HttpRequest, HttpResponse, TlsSettings } from "./transport.ts";
+export { NodeTransport } from "./transport.ts";
 export type {
   KubeObject,
   ObjectKey,

@@ -14,8 +14,9 @@
  * /readyz also fails while any cache's list/watch has kept failing for healthGracePeriodMs
  * (an API server outage); /healthz never does (a restart would not bring the API back).
  */
+import { createRequire } from "node:module";
 import { hostname } from "node:os";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
 import { KubeClient } from "./client.ts";
 import { type Clock, realClock } from "./clock.ts";
@@ -25,6 +26,7 @@ import { watchHealthCheck } from "./health.ts";
 import { Informer, type Transform } from "./informer.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
+import { kubeConnection, loadKubeConfig } from "./kubeconfig.ts";
 import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
 import { RuntimeMetrics } from "./metrics.ts";
 import { Reachability } from "./reachability.ts";
@@ -33,7 +35,10 @@ import { type IndexFunc, MultiStore, type Store } from "./store.ts";
 import type { KubeObject } from "./types.ts";
 
 export interface ManagerOptions {
-  /** Default: loaded from $KUBECONFIG / ~/.kube/config / in-cluster. */
+  /**
+   * client-node's KubeConfig. Default: the runtime's own loader (kubeconfig.ts) reads
+   * $KUBECONFIG / ~/.kube/config / in-cluster, and client-node is never imported.
+   */
   kubeConfig?: KubeConfig;
   /** Use this client instead of building one from kubeConfig. */
   client?: KubeClient;
@@ -110,7 +115,11 @@ export class Manager {
           "API server answered again; caches waiting out a connection failure retry now",
         ),
     });
-    this.client = opts.client ?? KubeClient.fromKubeConfig(opts.kubeConfig ?? defaultKubeConfig());
+    this.client =
+      opts.client ??
+      (opts.kubeConfig
+        ? KubeClient.fromKubeConfig(opts.kubeConfig)
+        : new KubeClient(kubeConnection(loadKubeConfig())));
     this.client.onRequest(this.metrics.recordRequest);
     for (const ns of opts.namespaces ?? []) {
       if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns)) {
@@ -366,9 +375,15 @@ export class Manager {
   }
 }
 
-/** Loads kubeconfig the usual way: $KUBECONFIG, ~/.kube/config, or in-cluster. */
+/**
+ * client-node's KubeConfig loaded the usual way ($KUBECONFIG, ~/.kube/config, in-cluster).
+ * client-node is imported by this call, not by the runtime: prefer loadKubeConfig().
+ */
 export function defaultKubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
+  const { KubeConfig: ClientNodeKubeConfig } = createRequire(import.meta.url)(
+    "@kubernetes/client-node",
+  ) as typeof import("@kubernetes/client-node");
+  const kc = new ClientNodeKubeConfig();
   kc.loadFromDefault();
   return kc;
 }
