@@ -115,9 +115,10 @@ describe("samples on the local control plane", () => {
   });
 
   it("makes zero writes over an idle minute after convergence", async () => {
-    // Steady state starts once the operator's last writes are behind it: the event recorder
-    // flushes a repeated Event's series count up to 30 s after the repeat, so wait for 35 s
-    // without a write (bounded: an operator that never goes quiet fails here).
+    // Steady state starts once the operator's last writes are behind it (the event recorder
+    // writes nothing on its own since it stopped flushing series counts from a timer; status
+    // writes follow the pods), so wait for 35 s without a write (bounded: an operator that
+    // never goes quiet fails here).
     await waitFor(
       "35 s without an operator write",
       async () => {
@@ -136,7 +137,7 @@ describe("samples on the local control plane", () => {
       `# converged with ${before} writes for 3 models; idle minute: ${writes} writes, ${all.length} requests in total (${[...new Set(all.map((r) => r.verb))].join(", ") || "none"})`,
     );
     if (writes > 0) {
-      // Name the writes: events that became a series (a repeated transition) are patched later.
+      // Name the writes: events that became a series (a repeated transition).
       const events = await admin.list<
         KubeObject & { reason: string; note: string; series?: { count: number } }
       >(builtinKinds.Event, { namespace: ns.name });
