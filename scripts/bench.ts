@@ -32,7 +32,7 @@ const help = `Usage: npm run bench -- [flags]
   --idle SECONDS      steady-state idle period (default 60)
   --memory LIST       cached-model counts for the memory series (default 1000,10000; "" to skip)
   --parallel N        creates/deletes in flight from the benchmark client (default 32)
-  --node-flags FLAGS  extra Node flags for the operator process, e.g. "--cpu-prof --cpu-prof-dir=DIR"
+  --node-flags=FLAGS  extra Node flags for the operator process, e.g. --node-flags="--cpu-prof --cpu-prof-dir=DIR"
                       (a profile is written when the operator exits; profiling slows it down)`;
 
 function parse() {

@@ -91,6 +91,7 @@ export type { Predicate } from "./predicates.ts";
 export {
   and,
   annotationsChangedPredicate,
+  equalValues,
   generationChangedPredicate,
   labelSelectorPredicate,
   labelsChangedPredicate,
@@ -98,6 +99,7 @@ export {
   or,
   predicate,
   resourceVersionChangedPredicate,
+  selectedChangedPredicate,
 } from "./predicates.ts";
 export type { Priority, QueueMetrics, WorkQueueOptions } from "./queue.ts";
 export { WorkQueue } from "./queue.ts";

@@ -83,6 +83,9 @@ interface CacheEntry {
   kind: ResourceKind;
   informers: Informer[];
   store: Store;
+  /** As registered: a later registration asking for another one would be silently ignored. */
+  transform: Transform | undefined;
+  labelSelector: string | undefined;
 }
 
 export class Manager {
@@ -338,6 +341,14 @@ export class Manager {
           `${id} is cached as ${existing.kind.version}; cannot also cache it as ${kind.version}`,
         );
       }
+      const differs = (what: string, asked: unknown, has: unknown) => {
+        if (asked !== undefined && asked !== has)
+          throw new Error(
+            `the cache of ${id} is already registered with ${has === undefined ? "no" : "another"} ${what}: register it with mgr.cache(kind, { ${what} }) before any controller that watches the kind`,
+          );
+      };
+      differs("transform", opts.transform, existing.transform);
+      differs("labelSelector", opts.labelSelector, existing.labelSelector);
       for (const [name, fn] of Object.entries(opts.indexes ?? {})) {
         for (const i of existing.informers) i.store.addIndex(name, fn);
       }
@@ -369,7 +380,7 @@ export class Manager {
     );
     const store =
       informers.length === 1 ? informers[0]!.store : new MultiStore(informers.map((i) => i.store));
-    const entry = { kind, informers, store };
+    const entry = { kind, informers, store, transform: opts.transform, labelSelector: opts.labelSelector };
     this.#caches.set(id, entry);
     return entry;
   }
