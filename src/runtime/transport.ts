@@ -10,6 +10,7 @@
  */
 import http from "node:http";
 import https from "node:https";
+import tls from "node:tls";
 
 /** TLS of the connection: the server's CA, SNI name, verification, and a client certificate. */
 export interface TlsSettings {
@@ -78,10 +79,27 @@ export class NodeTransport {
     this.#tls = tls;
     // LIFO: the few most recently used connections stay warm, the others go idle.
     const common = { keepAlive: true, scheduling: "lifo" as const };
-    this.#agent = this.#https ? new https.Agent({ ...common, ...tls }) : new http.Agent(common);
+    this.#agent = this.#https ? new https.Agent({ ...common, ...tlsOptions(tls) }) : new http.Agent(common);
     if (old) for (const sockets of Object.values(old.freeSockets)) for (const s of sockets ?? []) s.destroy();
     return this.#agent;
   }
+}
+
+/**
+ * One SecureContext for the pool: without it every new connection parses the CA and the
+ * client key again (Node builds a context per tls.connect when given PEM options).
+ */
+function tlsOptions(settings: TlsSettings | undefined): https.AgentOptions {
+  const { ca, cert, key, rejectUnauthorized, servername } = settings ?? {};
+  return {
+    secureContext: tls.createSecureContext({
+      ...(ca ? { ca } : {}),
+      ...(cert ? { cert } : {}),
+      ...(key ? { key } : {}),
+    }),
+    ...(rejectUnauthorized !== undefined ? { rejectUnauthorized } : {}),
+    ...(servername ? { servername } : {}),
+  };
 }
 
 function once(req: HttpRequest, agent: http.Agent): Promise<HttpResponse> {
