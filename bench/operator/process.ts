@@ -3,7 +3,7 @@
  * own ServiceAccount (the least-privilege RBAC that `mlmodel install` creates, not admin),
  * metrics and probes on loopback ports, its CPU and memory read from /proc.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
@@ -73,12 +73,18 @@ export async function startOperatorProcess(opts: {
 }): Promise<OperatorProcess> {
   const [metricsPort, healthPort] = [await freePort(), await freePort()];
   const log = openSync(opts.logFile, "a");
+  // As the image runs it: its entrypoint is bin/mlmodel.js, with a compile cache filled when
+  // the image was built (Dockerfile). Filled here the same way, for these Node flags (the
+  // cache is per flag set): a source changed since the last run would otherwise be stripped
+  // again at start and the operator measured with the TypeScript stripper in memory.
+  const launcher = join(repo, "bin", "mlmodel.js");
+  const cacheFlags = (opts.nodeFlags ?? []).filter((f) => !/^--(cpu-prof|heap|diagnostic-dir)/.test(f));
+  spawnSync(process.execPath, [...cacheFlags, launcher, "operator", "--help"], { stdio: "ignore" });
   const child = spawn(
     process.execPath,
     [
       ...(opts.nodeFlags ?? []),
-      // As the image runs it (its entrypoint is bin/mlmodel.js), not `node src/cli/main.ts`.
-      join(repo, "bin", "mlmodel.js"),
+      launcher,
       "operator",
       "--kubeconfig",
       opts.kubeconfig,
