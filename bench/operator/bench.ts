@@ -24,7 +24,13 @@ import { diff, type Sample, sumBy, total } from "../lib/prometheus.ts";
 import { inParallel, type Percentiles, percentiles, round } from "../lib/stats.ts";
 import { type BenchPath, type FloorResult, floor } from "./floor.ts";
 import { measureStoreCost, type StoreCost } from "./memory.ts";
-import { type OperatorProcess, operatorKubeconfig, operatorUser, startOperatorProcess } from "./process.ts";
+import {
+  imageNodeOptions,
+  type OperatorProcess,
+  operatorKubeconfig,
+  operatorUser,
+  startOperatorProcess,
+} from "./process.ts";
 import { Tracker } from "./tracker.ts";
 import { provideVolumes, removeVolumes } from "./volumes.ts";
 
@@ -130,7 +136,15 @@ export interface OperatorBenchResult {
   requestsPerModel?: number;
   peakRssMiB?: number;
   concurrency: number;
-  machine: { cores: number; memoryGiB: number; cluster: string; note: string; loadAverage: number[] };
+  machine: {
+    cores: number;
+    memoryGiB: number;
+    cluster: string;
+    note: string;
+    loadAverage: number[];
+    /** The operator's Node options: the image's NODE_OPTIONS and --node-flags. */
+    operatorNodeOptions: string;
+  };
   converge?: ConvergeResult;
   floor?: FloorResult;
   steady?: SteadyResult;
@@ -540,13 +554,14 @@ async function memoryPoint(operator: OperatorProcess, cachedModels: number): Pro
   };
 }
 
-export function machine(cluster: BenchCluster): OperatorBenchResult["machine"] {
+export function machine(cluster: BenchCluster, nodeFlags?: string[]): OperatorBenchResult["machine"] {
   return {
     cores: cpus().length,
     memoryGiB: Math.round(totalmem() / 2 ** 30),
     cluster: cluster.description.startsWith("the cluster of") ? "given kubeconfig" : cluster.description,
     note: "shared with other engineers' builds and tests: figures are noisy",
     loadAverage: loadavg().map((l) => round(l, 1)!),
+    operatorNodeOptions: [imageNodeOptions(), ...(nodeFlags ?? [])].filter(Boolean).join(" "),
   };
 }
 
@@ -561,7 +576,7 @@ export async function runOperatorBench(
     models: opts.models,
     path: opts.path,
     concurrency: opts.concurrency,
-    machine: machine(cluster),
+    machine: machine(cluster, opts.nodeFlags),
   };
   const kubeconfig = await operatorKubeconfig(admin, cluster.kubeConfig, work);
   const runId = randomBytes(3).toString("hex");

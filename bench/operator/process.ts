@@ -18,6 +18,16 @@ import { parsePrometheus, type Sample } from "../lib/prometheus.ts";
 
 const repo = join(import.meta.dirname, "..", "..");
 
+/** NODE_OPTIONS of the image (Dockerfile): the operator is measured with the flags it runs with. */
+export function imageNodeOptions(dockerfile = readFileSync(join(repo, "Dockerfile"), "utf8")): string {
+  return (
+    /^ENV NODE_OPTIONS=(.*)$/m
+      .exec(dockerfile)?.[1]
+      ?.trim()
+      .replace(/^"(.*)"$/, "$1") ?? ""
+  );
+}
+
 /** The operator's user name in the audit log. */
 export const operatorUser = `system:serviceaccount:${defaultOperatorNamespace}:${operatorName}`;
 
@@ -78,8 +88,9 @@ export async function startOperatorProcess(opts: {
   // cache is per flag set): a source changed since the last run would otherwise be stripped
   // again at start and the operator measured with the TypeScript stripper in memory.
   const launcher = join(repo, "bin", "mlmodel.js");
+  const env = { ...process.env, NODE_OPTIONS: imageNodeOptions() };
   const cacheFlags = (opts.nodeFlags ?? []).filter((f) => !/^--(cpu-prof|heap|diagnostic-dir)/.test(f));
-  spawnSync(process.execPath, [...cacheFlags, launcher, "operator", "--help"], { stdio: "ignore" });
+  spawnSync(process.execPath, [...cacheFlags, launcher, "operator", "--help"], { stdio: "ignore", env });
   const child = spawn(
     process.execPath,
     [
@@ -99,7 +110,7 @@ export async function startOperatorProcess(opts: {
       "--log-level",
       "warn",
     ],
-    { stdio: ["ignore", log, log] },
+    { stdio: ["ignore", log, log], env },
   );
   // The operator must not outlive the benchmark, even one stopped by Ctrl-C.
   const killOnExit = () => child.kill("SIGTERM");

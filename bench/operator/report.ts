@@ -128,7 +128,7 @@ export function scalingSeries(dir: string): Series[] {
 export function summary(r: OperatorBenchResult): string {
   const lines = [
     `machine: ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, ${r.machine.cluster} (${r.machine.note}; load average ${r.machine.loadAverage.join(" ")} at the start)`,
-    `models: ${r.models} on the ${r.path} path, operator concurrency ${r.concurrency}`,
+    `models: ${r.models} on the ${r.path} path, operator concurrency ${r.concurrency}, Node options "${r.machine.operatorNodeOptions}"`,
   ];
   const c = r.converge;
   if (c)

@@ -5,6 +5,7 @@ import { parseCpuSeconds, parseStatusKiB } from "../../../bench/lib/proc.ts";
 import { diff, parsePrometheus, sumBy, total } from "../../../bench/lib/prometheus.ts";
 import { inParallel, percentile, percentiles } from "../../../bench/lib/stats.ts";
 import { barChart, lineChart, niceMax } from "../../../bench/lib/svg.ts";
+import { imageNodeOptions } from "../../../bench/operator/process.ts";
 
 describe("percentiles", () => {
   it("uses the nearest rank", () => {
@@ -178,5 +179,13 @@ describe("SVG charts", () => {
         const [x, y] = pair.split(",").map(Number);
         assert.ok(x! >= 70 && x! <= 620 && y! >= 40 && y! <= 290, `${pair} inside the plot`);
       }
+  });
+});
+
+describe("the operator's Node options", () => {
+  it("are the image's NODE_OPTIONS, read from the Dockerfile", () => {
+    assert.equal(imageNodeOptions('FROM x\nENV NODE_OPTIONS="--a=1 --b"\nUSER 1\n'), "--a=1 --b");
+    assert.equal(imageNodeOptions("FROM x\n"), "");
+    assert.match(imageNodeOptions(), /--max-semi-space-size=\d+/, "the repository's Dockerfile sets them");
   });
 });

@@ -27,6 +27,7 @@ const result: OperatorBenchResult = {
     cluster: "private local control plane",
     note: "noisy",
     loadAverage: [1, 2, 3],
+    operatorNodeOptions: "--max-semi-space-size=2",
   },
   converge: {
     seconds: 4,
