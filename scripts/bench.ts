@@ -18,7 +18,7 @@ import {
   type SeriesName,
 } from "../bench/operator/bench.ts";
 import { jsonLine, summary, writeResults } from "../bench/operator/report.ts";
-import { defaultConcurrency } from "../src/operator/reconciler.ts";
+import { defaultConcurrency } from "../src/operator/mlmodel/controller.ts";
 
 const help = `Usage: npm run bench -- [flags]
 

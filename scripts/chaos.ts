@@ -5,12 +5,13 @@
  * not name its field). Times are printed, never judged: this is a shared, noisy 2-core machine.
  *
  *   npm run test:chaos                          every scenario, long sizes (M=500 kill run)
- *   npm run test:chaos -- --only kill,leader    some scenarios: kill, outage, leader, throttle, fuzz, soak
+ *   npm run test:chaos -- --only kill,leader    some scenarios: kill, outage, leader, throttle, fuzz, canary, soak
  *   npm run test:chaos -- --soak 30m            also the soak (or only it: --only soak --soak 30m)
  *   npm run test:chaos -- --models 200 --kills 10 --seed 7
  */
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { canaryKillScenario } from "../test/chaos/canary.ts";
 import { type ConvergenceReport, converged } from "../test/chaos/churn.ts";
 import { fuzzScenario } from "../test/chaos/fuzz.ts";
 import {
@@ -40,7 +41,7 @@ function duration(text: string): number {
   return Number(m[1]) * unit;
 }
 
-const all = ["kill", "outage", "leader", "throttle", "fuzz", ...(values.soak ? ["soak"] : [])];
+const all = ["kill", "outage", "leader", "throttle", "fuzz", "canary", ...(values.soak ? ["soak"] : [])];
 const selected = values.only ? values.only.split(",") : all;
 const models = Number(values.models);
 const seed = Number(values.seed);
@@ -156,6 +157,31 @@ if (selected.includes("fuzz")) {
     r.idleWrites === 0,
     `writes in the quiet window: ${r.idleWrites}; reconciles ${r.idleReconciles}`,
   );
+}
+
+if (selected.includes("canary")) {
+  // Canaries are heavier than churned models (two Deployments, steps, a promotion): 1 in 25.
+  const canaries = Math.max(4, Math.round(models / 25));
+  log(`canary: ${canaries} canaries, SIGKILL after transitions and commands`);
+  const r = await canaryKillScenario({ models: canaries, kills: Number(values.kills), seed, log });
+  results.canary = r;
+  check(
+    "canary",
+    r.crashes === 0,
+    `crashes ${r.crashes}, kills ${r.kills} (${r.killsAfterTransition} after transitions, ${r.killsAfterCommand} after commands)`,
+  );
+  check(
+    "canary",
+    r.promoted === canaries && r.lostPromotions === 0,
+    `promoted ${r.promoted}/${canaries}, lost promotions ${r.lostPromotions}`,
+  );
+  check(
+    "canary",
+    r.secondCanaries === 0 && r.doubleSteps === 0,
+    `second canaries ${r.secondCanaries}, double steps ${r.doubleSteps}`,
+  );
+  check("canary", r.orphans.length === 0, `orphans: ${r.orphans.slice(0, 5).join(", ") || "none"}`);
+  for (const p of r.problems.slice(0, 10)) log(`  ${p}`);
 }
 
 if (selected.includes("soak")) {

@@ -4,8 +4,8 @@
 //   C. one object from S3 (moto): curl, the plain AWS SDK, `mlmodel download`
 //   D. peak RSS of `mlmodel download` for a file larger than its V8 heap limit
 // Each client runs as its own process against the same server in the same run; ratios are
-// ours/theirs in throughput (above 1 = we are faster). Needs curl, GNU time, and moto from
-// scripts/install-test-servers.sh. Sizes: BENCH_BIG_MIB (1024), BENCH_SMALL_FILES (1000),
+// ours/theirs in throughput (above 1 = we are faster). Needs curl, GNU time, and moto
+// (`npm run prerequisites -- moto`). Sizes: BENCH_BIG_MIB (1024), BENCH_SMALL_FILES (1000),
 // BENCH_SMALL_KIB (16), BENCH_S3_MIB (256), BENCH_HEAP_MIB (64). Each measurement is the best of
 // BENCH_REPEAT (2) runs: the machine is shared, and the best run is the least disturbed one.
 import { execFileSync, spawn } from "node:child_process";

@@ -10,8 +10,7 @@ import { dirname, join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { fakeNode } from "../../src/cluster/bootstrap.ts";
 import { down, up } from "../../src/cluster/index.ts";
-import { kubeClientFor } from "../../src/operator/kube-client.ts";
-import { builtinKinds, type KubeClient, type KubeObject } from "../../src/runtime/index.ts";
+import { builtinKinds, KubeClient, type KubeObject } from "../../src/runtime/index.ts";
 
 export interface BenchCluster {
   kubeconfigPath: string;
@@ -44,7 +43,7 @@ export async function benchCluster(opts: {
   return {
     kubeconfigPath: state.kubeconfig,
     kubeConfig: kc,
-    admin: await kubeClientFor(kc),
+    admin: KubeClient.fromKubeConfig(kc),
     auditLog: join(dir, "logs", "audit.log"),
     description: "private local control plane",
     async stop() {
@@ -75,7 +74,7 @@ async function existingCluster(
   log: (line: string) => void,
 ): Promise<BenchCluster> {
   const kc = loadKubeConfig(path);
-  const admin = await kubeClientFor(kc);
+  const admin = KubeClient.fromKubeConfig(kc);
   const added = await addNodeCapacity(admin, pods, log);
   return {
     kubeconfigPath: path,

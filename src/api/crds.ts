@@ -1,8 +1,8 @@
 /**
- * The CustomResourceDefinitions, built from the schemas. `node src/api/generate.ts` writes
- * them to deploy/crds; a unit test fails when the committed files are stale.
+ * The CustomResourceDefinitions, built from the schemas. `node src/install/generate.ts` writes
+ * them to deploy/crds; test/unit/install/manifests.test.ts fails when those files are stale.
  */
-import type { ResourceKind } from "../runtime/kinds.ts";
+import type { ResourceKind } from "../runtime/index.ts";
 import { group } from "./fragments.ts";
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "./kinds.ts";
 import { mlModelSpecSchema, mlModelStatusSchema } from "./mlmodel.ts";
@@ -140,6 +140,12 @@ export const mlModelCrd = crd({
       type: "string",
       jsonPath: ".status.modelVersion",
       description: "Model version served.",
+    },
+    {
+      name: "Canary",
+      type: "string",
+      jsonPath: ".status.canary.summary",
+      description: "The canary while one runs: revision, traffic share and step.",
     },
     {
       name: "Runtime",

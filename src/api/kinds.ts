@@ -1,4 +1,4 @@
-import type { ResourceKind } from "../runtime/kinds.ts";
+import type { ResourceKind } from "../runtime/index.ts";
 import { group, version } from "./fragments.ts";
 
 /** The kinds this operator defines, as the runtime addresses them. */

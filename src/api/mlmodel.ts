@@ -6,8 +6,22 @@ import { conditions, envList, matching, objectName, port, quantity, stringList }
 import type { KubeObjectOf } from "./object.ts";
 import type { FromSchema } from "./schema-types.ts";
 
-// URI schemes the downloader understands, plus pvc:// (mounted, never copied).
-export const modelUriSchemes = ["s3", "gs", "http", "https", "hf", "pvc"] as const;
+const uriCredentialsAdvice =
+  "Put the credentials in a Secret and name it in spec.model.credentialsSecretRef (docs/downloader.md lists its keys for each scheme)";
+
+/** A user name or password before the host (`scheme://user:pass@host`), in CEL's regex syntax. */
+export const uriUserinfoPattern = "^([^:/?#]+://)?[^/?#]*@";
+
+// The API server quotes the whole value after "Invalid value:" for a FieldValueInvalid rule, and
+// not for FieldValueForbidden: the URI rules use the latter and echo only what is safe to show.
+const uriRuleReason = "FieldValueForbidden";
+
+// CEL: spec.model.uri as an admission error may echo it. A URI with a password is not shown at
+// all, and a query or fragment (a pre-signed URL's signature, a SAS) is cut off.
+const uriAsEchoed = `(self.matches('${uriUserinfoPattern}') ? '(not shown: it holds a user name or password)' : '"' + self.split('?')[0].split('#')[0] + (self.matches('[?#]') ? '?..."' : '"'))`;
+// CEL: the authority of a URI with userinfo, and the host it names (after its last "@").
+const uriAuthority = "self.split('://')[1].split('/')[0].split('?')[0].split('#')[0]";
+const uriWithoutUserinfo = `(self.contains('://') ? self.split('://')[0] + '://REDACTED@' + ${uriAuthority}.substring(${uriAuthority}.lastIndexOf('@') + 1) + '/...' : 'REDACTED@...')`;
 
 const modelSpec = {
   type: "object",
@@ -23,15 +37,20 @@ const modelSpec = {
       "x-kubernetes-validations": [
         {
           rule: "self.matches('^(s3|gs|https?|azblob|hf|pvc)://[^\\\\s]+$')",
-          messageExpression:
-            "'must be s3://, gs://, http://, https://, azblob://, hf:// or pvc:// followed by a location without spaces, got \"' + self + '\"'",
-          reason: "FieldValueInvalid",
+          messageExpression: `'must be s3://, gs://, http://, https://, azblob://, hf:// or pvc:// followed by a location without spaces, got ' + ${uriAsEchoed}`,
+          reason: uriRuleReason,
         },
         {
           rule: "!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/.*)?$')",
-          messageExpression:
-            "'a pvc:// URI names a PersistentVolumeClaim in the same namespace, e.g. pvc://models/resnet; got \"' + self + '\"'",
-          reason: "FieldValueInvalid",
+          messageExpression: `'a pvc:// URI names a PersistentVolumeClaim in the same namespace, e.g. pvc://models/resnet; got ' + ${uriAsEchoed}`,
+          reason: uriRuleReason,
+        },
+        {
+          // The URI shows in status, Events, logs and the download Job: a password in it would too.
+          rule: `!self.matches('${uriUserinfoPattern}')`,
+          messageExpression: `'must not contain a user name or password (got ' + ${uriWithoutUserinfo} + '): the URI is shown in status, Events and logs. ${uriCredentialsAdvice}'`,
+          message: `must not contain a user name or password: the URI is shown in status, Events and logs. ${uriCredentialsAdvice}`,
+          reason: uriRuleReason,
         },
       ],
     },
@@ -216,6 +235,181 @@ const storageSpec = {
   },
 } as const;
 
+// A canary: the newest revision serves a share of the traffic beside the stable one before it
+// takes all of it (docs/canary.md). trafficPercent is the common case (one split, held until
+// `mlmodel promote`); steps add more splits and timed pauses.
+const canaryPause = {
+  type: "object",
+  description:
+    "How long the step's split is held once all of its replicas are ready. Without durationSeconds the split is held until `mlmodel promote NAME --step` ends this pause (or `mlmodel promote NAME` promotes the canary).",
+  properties: {
+    durationSeconds: {
+      type: "integer",
+      description: "Seconds to hold the split, counted from when the step's replicas are all ready.",
+      minimum: 1,
+      maximum: 604800,
+    },
+  },
+} as const;
+
+const canaryStep = {
+  type: "object",
+  description: "One split of the traffic between the stable revision and the canary.",
+  required: ["trafficPercent"],
+  properties: {
+    trafficPercent: {
+      type: "integer",
+      description:
+        "Percent of the traffic the canary serves during this step (1 to 100). Without a Gateway API route the split is made by replica counts and is coarse: status.canary.effectivePercent says what the replicas give.",
+      minimum: 1,
+      maximum: 100,
+    },
+    pause: canaryPause,
+  },
+} as const;
+
+const gatewayParentRef = {
+  type: "object",
+  description:
+    "A parent of the HTTPRoute (a Gateway, or one listener of it), as in the Gateway API's ParentReference.",
+  required: ["name"],
+  properties: {
+    group: {
+      type: "string",
+      description: "API group of the parent; the Gateway API's default is gateway.networking.k8s.io.",
+      maxLength: 253,
+      ...matching(
+        "^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        "an API group such as gateway.networking.k8s.io",
+      ),
+    },
+    kind: {
+      type: "string",
+      description: "Kind of the parent; the Gateway API's default is Gateway.",
+      maxLength: 63,
+      ...matching("^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$", "a kind such as Gateway"),
+    },
+    namespace: objectName("Namespace of the parent; the MLModel's namespace when empty."),
+    name: {
+      type: "string",
+      description: "Name of the parent, e.g. the Gateway's name.",
+      minLength: 1,
+      maxLength: 253,
+    },
+    sectionName: {
+      type: "string",
+      description:
+        "Name of one listener of the Gateway to attach to; every listener that allows the route when empty.",
+      maxLength: 253,
+      ...matching(
+        "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        "a listener name: lowercase letters, digits, '-' and '.'",
+      ),
+    },
+    port: port("Port of the Gateway's listener to attach to."),
+  },
+} as const;
+
+const canarySpec = {
+  type: "object",
+  description:
+    "Roll a new revision out as a canary: it serves a share of the traffic beside the stable revision (trafficPercent, or steps with pauses) until it is promoted (`mlmodel promote NAME`, or the last step ends) or aborted (`mlmodel rollback NAME`, or automatically when it is unhealthy and rollout.autoRollback is on). The first revision of a model, and any revision while the model has never been ready, rolls out without a canary. See docs/canary.md.",
+  properties: {
+    trafficPercent: {
+      type: "integer",
+      description:
+        "The common case: the canary serves this percent of the traffic until `mlmodel promote NAME` (100 promotes at once, so editing this to 100 promotes from Git). Same as one step with an indefinite pause. Excludes steps.",
+      minimum: 1,
+      maximum: 100,
+    },
+    steps: {
+      type: "array",
+      description:
+        "Splits the canary goes through in order, each held for its pause; after the last step the canary is promoted. A step without pause moves on as soon as its replicas are ready. Excludes trafficPercent.",
+      minItems: 1,
+      maxItems: 20,
+      items: canaryStep,
+      "x-kubernetes-validations": [
+        {
+          // Two-variable comprehension: each step compared with the one before.
+          rule: "self.all(i, s, i == 0 || s.trafficPercent > self[i - 1].trafficPercent)",
+          message:
+            "each step's trafficPercent must be greater than the step before it, e.g. 10, 25, 50: a step never takes traffic away from the canary (to go back, edit the spec or use mlmodel rollback)",
+          reason: "FieldValueInvalid",
+        },
+      ],
+    },
+    maxRestarts: {
+      type: "integer",
+      description:
+        "Restarts of the canary's containers (in total) that are tolerated; one more counts as unhealthy and aborts the canary when rollout.autoRollback is on.",
+      minimum: 0,
+      maximum: 1000,
+      default: 2,
+    },
+    maxUnreadySeconds: {
+      type: "integer",
+      description:
+        "Seconds a started canary replica may fail its readiness probe before the canary counts as unhealthy (and is aborted when rollout.autoRollback is on).",
+      minimum: 5,
+      maximum: 86400,
+      default: 60,
+    },
+    trafficRouting: {
+      type: "object",
+      description:
+        "Exact weights instead of replica counts. Without it the split is made by replica counts behind the model's one Service, which works everywhere but is coarse.",
+      properties: {
+        gatewayAPI: {
+          type: "object",
+          description:
+            "Split with a Gateway API HTTPRoute (named like the model) whose weighted backendRefs point at a stable and a canary Service, attached to these parents. Needs the Gateway API CRDs in the cluster: without them the canary waits (status.canary.reason GatewayAPIUnavailable) rather than fall back to a coarser split. The route carries the REST port.",
+          required: ["parentRefs"],
+          properties: {
+            parentRefs: {
+              type: "array",
+              description: "Gateways (or listeners) the route attaches to.",
+              minItems: 1,
+              maxItems: 32,
+              items: gatewayParentRef,
+            },
+            hostnames: {
+              type: "array",
+              description: "Host names the route matches; every host name of the listener when empty.",
+              maxItems: 16,
+              items: {
+                type: "string",
+                description: "A host name such as models.example.com, or a wildcard such as *.example.com.",
+                maxLength: 253,
+                ...matching(
+                  "^(\\*\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "a lowercase host name such as models.example.com or *.example.com",
+                ),
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+  "x-kubernetes-validations": [
+    {
+      rule: "!(has(self.trafficPercent) && has(self.steps))",
+      message:
+        "set either trafficPercent (one split, held until mlmodel promote) or steps (several splits with pauses), not both",
+      fieldPath: ".steps",
+      reason: "FieldValueForbidden",
+    },
+    {
+      rule: "has(self.trafficPercent) || has(self.steps)",
+      message:
+        "say how much traffic the canary gets: set trafficPercent (e.g. 10) or steps (e.g. [{trafficPercent: 10, pause: {durationSeconds: 300}}, {trafficPercent: 50}])",
+      fieldPath: ".trafficPercent",
+      reason: "FieldValueRequired",
+    },
+  ],
+} as const;
+
 const rolloutSpec = {
   type: "object",
   description:
@@ -237,7 +431,7 @@ const rolloutSpec = {
     autoRollback: {
       type: "boolean",
       description:
-        "When a new revision fails (its download fails, its pods crash-loop or cannot pull their image, or the rollout passes progressDeadlineSeconds), keep or return to serving the last ready revision. The spec is left as written (status.revision.failed and the RolledBack condition show the drift); changing the spec rolls forward again.",
+        "When a new revision fails (its download fails, its pods crash-loop or cannot pull their image, or the rollout passes progressDeadlineSeconds), keep or return to serving the last ready revision. The spec is left as written (status.revision.failed and the RolledBack condition show the drift); changing the spec rolls forward again. With a canary (rollout.canary) this is the canary's automatic abort: it also counts restarts beyond canary.maxRestarts and replicas unready beyond canary.maxUnreadySeconds.",
       default: true,
     },
     revisionHistoryLimit: {
@@ -256,6 +450,7 @@ const rolloutSpec = {
       maximum: 86400,
       default: 600,
     },
+    canary: canarySpec,
   },
   "x-kubernetes-validations": [
     {
@@ -383,6 +578,13 @@ export const mlModelSpecSchema = {
       reason: "FieldValueInvalid",
     },
     {
+      rule: "!(has(self.rollout) && has(self.rollout.canary) && has(self.rollout.canary.trafficRouting) && has(self.rollout.canary.trafficRouting.gatewayAPI)) || !has(self.endpoint.protocol) || self.endpoint.protocol != 'gRPC'",
+      message:
+        "rollout.canary.trafficRouting.gatewayAPI splits the REST port with an HTTPRoute, so it needs endpoint.protocol REST or Both; for a gRPC-only model leave trafficRouting out (the split is then made by replica counts)",
+      fieldPath: ".rollout.canary.trafficRouting.gatewayAPI",
+      reason: "FieldValueInvalid",
+    },
+    {
       rule: "!has(self.model.path) || has(self.image)",
       message: "model.path names a path inside a custom image: set image too, or use model.uri",
       fieldPath: ".model.path",
@@ -457,6 +659,32 @@ const revisionStatus = {
         at: { type: "string", format: "date-time", description: "When the operator rolled back." },
       },
     },
+    serving: {
+      type: "array",
+      description:
+        "Each revision serving now: one outside a canary, the stable one and the canary during one (see status.canary).",
+      maxItems: 2,
+      items: {
+        type: "object",
+        required: ["revision", "role"],
+        properties: {
+          revision: { type: "string", description: "The revision hash." },
+          number: { type: "integer", description: "Its number (mlmodel history)." },
+          role: {
+            type: "string",
+            description: "Stable (serves the rest of the traffic) or Canary.",
+            enum: ["Stable", "Canary"],
+          },
+          replicas: { type: "integer", description: "Its serving pods." },
+          readyReplicas: { type: "integer", description: "Its ready serving pods." },
+          trafficPercent: {
+            type: "integer",
+            description:
+              "Its share of the traffic now: its share of the ready replicas when the split is made by replicas, its HTTPRoute weight with the Gateway API.",
+          },
+        },
+      },
+    },
     history: {
       type: "array",
       description: "Recent revisions, newest first (at most 10).",
@@ -472,6 +700,69 @@ const revisionStatus = {
           readyAt: { type: "string", format: "date-time", description: "When it first became ready." },
         },
       },
+    },
+  },
+} as const;
+
+const canaryStatus = {
+  type: "object",
+  description:
+    "The canary of the newest revision (spec.rollout.canary) while it runs, then how it ended (until the next one starts). See docs/canary.md.",
+  properties: {
+    revision: { type: "string", description: "Revision the canary serves (the spec's)." },
+    revisionNumber: { type: "integer", description: "Number of that revision (mlmodel history)." },
+    stableRevision: { type: "string", description: "Revision serving the rest of the traffic." },
+    stableRevisionNumber: { type: "integer", description: "Number of the stable revision." },
+    phase: {
+      type: "string",
+      description:
+        "Waiting (cannot start: see reason), Progressing (moving to the step's split), Paused (holding it), Promoting (the canary's revision replaces the stable one), Promoted, Aborting (the stable revision takes all traffic back) or Aborted.",
+      enum: ["Waiting", "Progressing", "Paused", "Promoting", "Promoted", "Aborting", "Aborted"],
+    },
+    reason: {
+      type: "string",
+      description: "CamelCase reason of the phase, e.g. StepPaused, PromotedByUser, CrashLoopBackOff.",
+    },
+    message: { type: "string", description: "What the canary is doing or why it ended, for a person." },
+    step: { type: "integer", description: "Index of the current step, from 0." },
+    steps: { type: "integer", description: "Number of steps (1 for trafficPercent)." },
+    stepsHash: {
+      type: "string",
+      description: "Hash of the steps the canary runs; editing the steps starts it again from step 0.",
+    },
+    trafficPercent: { type: "integer", description: "Percent of the traffic the current step asks for." },
+    effectivePercent: {
+      type: "integer",
+      description:
+        "Percent of the traffic the canary gets once the step's replicas are ready (rounded): equal to trafficPercent with the Gateway API, the nearest the replica counts allow otherwise.",
+    },
+    exact: { type: "boolean", description: "Whether effectivePercent is exactly trafficPercent." },
+    mode: {
+      type: "string",
+      description:
+        "How the traffic is split: Replicas (stable and canary Deployments behind the model's Service, coarse) or GatewayAPI (HTTPRoute weights, exact).",
+      enum: ["Replicas", "GatewayAPI"],
+    },
+    startedAt: { type: "string", format: "date-time", description: "When the canary started." },
+    stepStartedAt: { type: "string", format: "date-time", description: "When the current step started." },
+    stepReadyAt: {
+      type: "string",
+      format: "date-time",
+      description: "When the current step's replicas were all ready (its pause counts from here).",
+    },
+    pauseEndsAt: {
+      type: "string",
+      format: "date-time",
+      description: "When the current step's timed pause ends.",
+    },
+    finishedAt: { type: "string", format: "date-time", description: "When it was promoted or aborted." },
+    stableURL: { type: "string", description: "In-cluster URL that reaches the stable revision alone." },
+    canaryURL: { type: "string", description: "In-cluster URL that reaches the canary alone." },
+    summary: {
+      type: "string",
+      maxLength: 120,
+      description:
+        'One line for the Canary column of kubectl get mlm while a canary runs, e.g. "rev 4 at 20% (step 1/3, paused)".',
     },
   },
 } as const;
@@ -509,6 +800,7 @@ export const mlModelStatusSchema = {
     grpcURL: { type: "string", description: "In-cluster address of the gRPC API." },
     download: downloadStatus,
     revision: revisionStatus,
+    canary: canaryStatus,
   },
 } as const;
 
@@ -519,3 +811,6 @@ export type MLModelStatus = FromSchema<typeof mlModelStatusSchema>;
 export type MLModel = KubeObjectOf<"MLModel", MLModelSpec, MLModelStatus>;
 export type Condition = NonNullable<MLModelStatus["conditions"]>[number];
 export type Phase = NonNullable<MLModelStatus["phase"]>;
+export type CanarySpec = NonNullable<NonNullable<MLModelSpec["rollout"]>["canary"]>;
+export type CanaryStatus = NonNullable<MLModelStatus["canary"]>;
+export type ServingRevision = NonNullable<NonNullable<MLModelStatus["revision"]>["serving"]>[number];

@@ -1,5 +1,5 @@
 /**
- * The control plane's binaries: taken from a directory the user names
+ * The control plane's binaries (and the real node's): taken from a directory the user names
  * (MLMODEL_CONTROLPLANE_BIN_DIR), else from a cache outside the repo keyed by version, else
  * built from Go modules through the Go module proxy and put in that cache.
  *
@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createReadStream, existsSync } from "node:fs";
+import { createReadStream, existsSync, readFileSync } from "node:fs";
 import { access, constants, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { binaryCacheDir, wrapperModulesDir } from "./paths.ts";
@@ -26,12 +26,17 @@ export const binaryNames = [
 export type BinaryName = (typeof binaryNames)[number];
 export type BinaryPaths = Record<BinaryName, string>;
 
+/** What `cluster up --real-node` runs besides the control plane (pause goes into an image). */
+export const nodeBinaryNames = ["kubelet", "kube-proxy", "local-path-provisioner", "pause"] as const;
+export type NodeBinaryName = (typeof nodeBinaryNames)[number];
+export type NodeBinaryPaths = Record<NodeBinaryName, string>;
+
 export type ProgressFn = (line: string) => void;
 
 export interface Recipe {
   /** Cache key: one directory per component and version. */
   key: string;
-  binaries: BinaryName[];
+  binaries: string[];
   /** Go packages to build, and the module directory to build them from (undefined: `go install pkg@version`). */
   packages: string[];
   moduleDir?: string;
@@ -76,6 +81,49 @@ export const recipes: Recipe[] = [
     coldBuild: "about 2 minutes",
   },
 ];
+
+const pauseModuleDir = join(wrapperModulesDir, "pause");
+
+/** The pause program has no upstream version: its cache key is a digest of its source. */
+function pauseSourceDigest(): string {
+  const hash = createHash("sha256");
+  for (const file of ["go.mod", "main.go"]) hash.update(readFileSync(join(pauseModuleDir, file)));
+  return hash.digest("hex").slice(0, 12);
+}
+
+/**
+ * The real node's binaries, in entries of their own so that adding them left the control
+ * plane's cache entry valid. kubelet and kube-proxy come from the same wrapper module and
+ * with the same version stamp as the API server they talk to.
+ */
+export function nodeRecipes(): Recipe[] {
+  const pause = pauseSourceDigest();
+  return [
+    {
+      key: `kubernetes-node-${k8sVersion}`,
+      binaries: ["kubelet", "kube-proxy"],
+      packages: ["kubelet", "kube-proxy"].map((cmd) => `k8s.io/kubernetes/cmd/${cmd}`),
+      moduleDir: join(wrapperModulesDir, "kubernetes"),
+      ldflags: ["-s", "-w", ...versionFlags],
+      coldBuild: "about 4 minutes once the control plane is built (shared Go build cache)",
+    },
+    {
+      key: `local-path-provisioner-${versions.localPathProvisioner}`,
+      binaries: ["local-path-provisioner"],
+      packages: [`github.com/rancher/local-path-provisioner@${versions.localPathProvisioner}`],
+      ldflags: ["-s", "-w", `-X main.VERSION=${versions.localPathProvisioner}`],
+      coldBuild: "about 1 minute",
+    },
+    {
+      key: `pause-${pause}`,
+      binaries: ["pause"],
+      packages: ["."],
+      moduleDir: pauseModuleDir,
+      ldflags: ["-s", "-w", `-X main.version=${pause}`],
+      coldBuild: "a few seconds",
+    },
+  ];
+}
 
 export class BinaryError extends Error {
   constructor(message: string) {
@@ -240,7 +288,7 @@ async function build(recipe: Recipe, dir: string, progress: ProgressFn): Promise
 }
 
 /** Serialises builds of one cache entry across processes (two test runs, say). */
-async function withBuildLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
+export async function withBuildLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
   const lockPath = `${dir}.lock`;
   for (;;) {
     try {
@@ -271,10 +319,10 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-async function fromUserDir(dir: string): Promise<BinaryPaths> {
+async function fromUserDir<N extends string>(dir: string, names: readonly N[]): Promise<Record<N, string>> {
   const missing: string[] = [];
-  const paths = {} as BinaryPaths;
-  for (const name of binaryNames) {
+  const paths = {} as Record<N, string>;
+  for (const name of names) {
     paths[name] = join(dir, name);
     try {
       await access(paths[name], constants.X_OK);
@@ -288,14 +336,15 @@ async function fromUserDir(dir: string): Promise<BinaryPaths> {
   return paths;
 }
 
-/** Returns the path of every control-plane binary, building what the cache lacks. */
-export async function ensureBinaries(progress: ProgressFn = () => {}): Promise<BinaryPaths> {
-  const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
-  if (userDir) return fromUserDir(userDir);
+/** Takes each recipe's entry from the cache, building (under a lock) the ones it lacks. */
+async function ensureRecipes<N extends string>(
+  recipeList: Recipe[],
+  progress: ProgressFn,
+): Promise<Record<N, string>> {
   const root = join(binaryCacheDir(), "controlplane");
   await mkdir(root, { recursive: true });
-  const paths = {} as BinaryPaths;
-  for (const recipe of recipes) {
+  const paths = {} as Record<N, string>;
+  for (const recipe of recipeList) {
     const dir = join(root, recipe.key);
     let entry = await inspectEntry(dir, recipe);
     if (entry.state !== "ok") {
@@ -311,7 +360,36 @@ export async function ensureBinaries(progress: ProgressFn = () => {}): Promise<B
         await build(recipe, dir, progress);
       });
     }
-    for (const name of recipe.binaries) paths[name] = join(dir, name);
+    for (const name of recipe.binaries) paths[name as N] = join(dir, name);
   }
   return paths;
+}
+
+/** Returns the path of every control-plane binary, building what the cache lacks. */
+export async function ensureBinaries(progress: ProgressFn = () => {}): Promise<BinaryPaths> {
+  const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
+  if (userDir) return fromUserDir(userDir, binaryNames);
+  return ensureRecipes<BinaryName>(recipes, progress);
+}
+
+/** Whether the real node's binaries are cached (or given), or Go can build them. */
+export async function nodeBinariesAvailable(): Promise<boolean> {
+  const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
+  if (userDir && nodeBinaryNames.every((name) => existsSync(join(userDir, name)))) return true;
+  if (spawnSync("go", ["env", "GOVERSION"]).status === 0) return true;
+  const root = join(binaryCacheDir(), "controlplane");
+  for (const recipe of nodeRecipes())
+    if ((await inspectEntry(join(root, recipe.key), recipe)).state !== "ok") return false;
+  return true;
+}
+
+/**
+ * Returns the path of every binary of the real node, building what the cache lacks. A user's
+ * MLMODEL_CONTROLPLANE_BIN_DIR is used when it holds them all.
+ */
+export async function ensureNodeBinaries(progress: ProgressFn = () => {}): Promise<NodeBinaryPaths> {
+  const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
+  if (userDir && nodeBinaryNames.every((name) => existsSync(join(userDir, name))))
+    return fromUserDir(userDir, nodeBinaryNames);
+  return ensureRecipes<NodeBinaryName>(nodeRecipes(), progress);
 }

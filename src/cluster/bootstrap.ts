@@ -10,8 +10,17 @@ export function adminClient(kubeconfig: string): CoreV1Api {
 /** kwok manages nodes with this annotation (see the --manage-nodes-with-annotation-selector flag). */
 export const fakeNodeAnnotation = { "kwok.x-k8s.io/node": "fake" };
 
-/** Node i: the first one has a GPU, so scheduling of GPU models can be exercised. */
-export function fakeNode(index: number): V1Node {
+export interface Taint {
+  key: string;
+  value: string;
+  effect: string;
+}
+
+/**
+ * Node i: the first one has a GPU, so scheduling of GPU models can be exercised. `taint` keeps
+ * pods that do not tolerate it away (beside a real node, kwok nodes are opt-in).
+ */
+export function fakeNode(index: number, taint?: Taint): V1Node {
   const gpu = index === 0;
   const capacity: Record<string, string> = {
     cpu: "16",
@@ -35,15 +44,15 @@ export function fakeNode(index: number): V1Node {
         ...(gpu ? { "nvidia.com/gpu.present": "true" } : {}),
       },
     },
-    spec: {},
+    spec: taint ? { taints: [taint] } : {},
     status: { capacity, allocatable: capacity },
   };
 }
 
-export async function createFakeNodes(client: CoreV1Api, count: number): Promise<string[]> {
+export async function createFakeNodes(client: CoreV1Api, count: number, taint?: Taint): Promise<string[]> {
   const names: string[] = [];
   for (let i = 0; i < count; i++) {
-    const node = await client.createNode({ body: fakeNode(i) });
+    const node = await client.createNode({ body: fakeNode(i, taint) });
     names.push(node.metadata!.name!);
   }
   return names;

@@ -5,11 +5,12 @@
  * stopped again and the error names the component and its log.
  */
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { mkdir, open, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { KubeConfig } from "@kubernetes/client-node";
 import { type BinaryPaths, ensureBinaries, isAlive, type ProgressFn } from "./binaries.ts";
 import {
   adminClient,
@@ -18,8 +19,25 @@ import {
   waitForNodesReady,
 } from "./bootstrap.ts";
 import { renderKubeconfig } from "./kubeconfig.ts";
+import { clusterNetwork } from "./network.ts";
+import { kwokTaint, realNodeDefaults } from "./node/config.ts";
+import { MachineLockError } from "./node/lock.ts";
+import {
+  importImage,
+  NodeError,
+  type NodeHealth,
+  nodeCondition,
+  nodeHealthUrl,
+  prepareNode,
+  type RealNodeInfo,
+  readJournal,
+  startNode,
+  teardownNode,
+} from "./node/node.ts";
+import { ensureRealNodePrerequisites, PrerequisiteError } from "./node/prerequisites.ts";
+import type { NodePorts } from "./node/render.ts";
 import { kwokConfigFile, kwokStagesFile } from "./paths.ts";
-import { generatePki } from "./pki.ts";
+import { generatePki, type RealNodeIdentity } from "./pki.ts";
 import {
   ComponentError,
   isOurs,
@@ -29,7 +47,7 @@ import {
   stopProcess,
   waitUntil,
 } from "./process.ts";
-import { type Component, versions } from "./versions.ts";
+import { type Component, type ControlPlaneComponent, type NodeComponent, versions } from "./versions.ts";
 
 export class ClusterError extends Error {
   constructor(message: string) {
@@ -57,6 +75,8 @@ export interface ClusterState {
   processes: ProcessRecord[];
   kubernetesVersion: string;
   startedAt: string;
+  /** Present when the cluster has a real node (`up --real-node`). */
+  realNode?: RealNodeInfo;
 }
 
 export interface UpOptions {
@@ -71,9 +91,34 @@ export interface UpOptions {
    * up` leaves it unset, since that cluster is meant to outlive the command.
    */
   stopWhenGone?: number;
+  /** Install the Gateway API's standard-channel CRDs (gateway-api.ts). */
+  gatewayApi?: boolean;
+  /**
+   * Add a real node (kubelet, containerd, kube-proxy, a storage provisioner) beside kwok:
+   * pods run for real. With it, `nodes` (kwok nodes) defaults to 0, and kwok nodes carry a
+   * NoSchedule taint so that only pods that tolerate it land there. See docs/real-node.md.
+   */
+  realNode?: boolean;
+  /** Image archives to import into the real node's containerd (OCI or Docker archives). */
+  images?: string[];
+  /** How long to wait for another cluster's real node to let go of the machine (default 0). */
+  nodeLockWaitMs?: number;
 }
 
 const stateFile = (dir: string) => join(dir, "state.json");
+/**
+ * The processes an `up` has started so far, written as it goes: if that `up` is killed before
+ * it writes state.json, `down` still finds (and stops) them.
+ */
+const startedFile = (dir: string) => join(dir, "started.json");
+
+async function readStarted(dir: string): Promise<ProcessRecord[]> {
+  try {
+    return JSON.parse(await readFile(startedFile(dir), "utf8")) as ProcessRecord[];
+  } catch {
+    return [];
+  }
+}
 export const kubeconfigPath = (dir: string) => join(dir, "admin.kubeconfig");
 
 export async function readState(dir: string): Promise<ClusterState | undefined> {
@@ -153,19 +198,37 @@ async function claimDir(dir: string, progress: ProgressFn): Promise<() => Promis
   await handle.close();
   const release = () => rm(lockPath, { force: true });
   const previous = await readState(dir);
-  if (previous) {
+  const halfStarted = await readStarted(dir);
+  if (previous || halfStarted.length > 0) {
     const alive = [];
-    for (const record of previous.processes) if (await isOurs(record)) alive.push(record.component);
+    for (const record of previous?.processes ?? halfStarted)
+      if (await isOurs(record)) alive.push(record.component);
     if (alive.length > 0) {
       await release();
       throw new ClusterError(
-        `a cluster is already running in ${dir} (${previous.server}; ${alive.join(", ")} up).\n` +
-          `  Use it (KUBECONFIG=${previous.kubeconfig}), or stop it first: mlmodel cluster down --dir ${dir}`,
+        previous
+          ? `a cluster is already running in ${dir} (${previous.server}; ${alive.join(", ")} up).\n` +
+              `  Use it (KUBECONFIG=${previous.kubeconfig}), or stop it first: mlmodel cluster down --dir ${dir}`
+          : `an interrupted \`mlmodel cluster up\` left ${alive.join(", ")} running in ${dir}; stop them first: mlmodel cluster down --dir ${dir}`,
       );
     }
     progress(`clearing the state of a cluster that is no longer running in ${dir}`);
   }
-  for (const stale of ["state.json", "etcd", "pki", "logs", "admin.kubeconfig", "kubeconfigs"]) {
+  if (await readJournal(dir)) {
+    // Unmount before anything is removed: the node's dir holds live mounts until then.
+    progress(`undoing the real node a previous cluster left in ${dir}`);
+    await teardownNode(dir);
+  }
+  for (const stale of [
+    "state.json",
+    "started.json",
+    "etcd",
+    "pki",
+    "logs",
+    "admin.kubeconfig",
+    "kubeconfigs",
+    "node",
+  ]) {
     await rm(join(dir, stale), { recursive: true, force: true });
   }
   return release;
@@ -182,9 +245,68 @@ rules:
   - level: None
 `;
 
-function componentArgs(dir: string, ports: Ports): Record<Component, string[]> {
+/**
+ * What the API server needs for a real node: pods reach it at the node's address (the
+ * `kubernetes` Service's endpoint), so it binds every address (node/network.ts admits only
+ * loopback and the bridge) and advertises the node's; nodes are authorized as nodes
+ * (Node,RBAC + NodeRestriction); it calls kubelets with a client certificate of its own, at
+ * their InternalIP, and verifies their serving certificates against the cluster CA.
+ */
+function realNodeApiserverArgs(dir: string, nodeIp: string): Record<string, string> {
+  const pki = (name: string) => join(dir, "pki", name);
+  return {
+    "--bind-address": "0.0.0.0",
+    "--advertise-address": nodeIp,
+    "--authorization-mode": "Node,RBAC",
+    "--kubelet-client-certificate": pki("apiserver-kubelet-client.crt"),
+    "--kubelet-client-key": pki("apiserver-kubelet-client.key"),
+    "--kubelet-certificate-authority": pki("ca.crt"),
+    "--kubelet-preferred-address-types": "InternalIP",
+  };
+}
+
+/** Replaces `--flag=value` arguments (and appends the flags not there yet). */
+function withFlags(args: string[], flags: Record<string, string>): string[] {
+  const out = args.map((arg) => {
+    const name = arg.split("=")[0]!;
+    return name in flags ? `${name}=${flags[name]}` : arg;
+  });
+  for (const [name, value] of Object.entries(flags))
+    if (!args.some((arg) => arg.startsWith(`${name}=`))) out.push(`${name}=${value}`);
+  return out;
+}
+
+function componentArgs(
+  dir: string,
+  ports: Ports,
+  realNode?: RealNodeIdentity,
+): Record<ControlPlaneComponent, string[]> {
   const pki = (name: string) => join(dir, "pki", name);
   const kubeconfig = (name: string) => join(dir, "kubeconfigs", `${name}.kubeconfig`);
+  const admissionPlugins = `NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy${realNode ? ",NodeRestriction" : ""}`;
+  const apiserver = [
+    `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
+    "--bind-address=127.0.0.1",
+    "--advertise-address=127.0.0.1",
+    `--secure-port=${ports.apiserver}`,
+    `--tls-cert-file=${pki("apiserver.crt")}`,
+    `--tls-private-key-file=${pki("apiserver.key")}`,
+    `--client-ca-file=${pki("ca.crt")}`,
+    `--service-account-key-file=${pki("sa.pub")}`,
+    `--service-account-signing-key-file=${pki("sa.key")}`,
+    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+    `--service-cluster-ip-range=${clusterNetwork.serviceCidr}`,
+    "--authorization-mode=RBAC",
+    // As on real clusters: Pod Security admission, not this switch, decides what may run.
+    "--allow-privileged=true",
+    `--enable-admission-plugins=${admissionPlugins}`,
+    `--audit-policy-file=${join(dir, "audit-policy.yaml")}`,
+    `--audit-log-path=${join(dir, "logs", "audit.log")}`,
+    "--audit-log-maxsize=200",
+    "--audit-log-maxbackup=2",
+    "--profiling=false",
+    "--v=1",
+  ];
   return {
     etcd: [
       "--name=mlmodel-local",
@@ -199,29 +321,9 @@ function componentArgs(dir: string, ports: Ports): Record<Component, string[]> {
       "--quota-backend-bytes=8589934592",
       "--log-level=warn",
     ],
-    "kube-apiserver": [
-      `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
-      "--bind-address=127.0.0.1",
-      "--advertise-address=127.0.0.1",
-      `--secure-port=${ports.apiserver}`,
-      `--tls-cert-file=${pki("apiserver.crt")}`,
-      `--tls-private-key-file=${pki("apiserver.key")}`,
-      `--client-ca-file=${pki("ca.crt")}`,
-      `--service-account-key-file=${pki("sa.pub")}`,
-      `--service-account-signing-key-file=${pki("sa.key")}`,
-      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-      "--service-cluster-ip-range=10.96.0.0/16",
-      "--authorization-mode=RBAC",
-      // As on real clusters: Pod Security admission, not this switch, decides what may run.
-      "--allow-privileged=true",
-      "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
-      `--audit-policy-file=${join(dir, "audit-policy.yaml")}`,
-      `--audit-log-path=${join(dir, "logs", "audit.log")}`,
-      "--audit-log-maxsize=200",
-      "--audit-log-maxbackup=2",
-      "--profiling=false",
-      "--v=1",
-    ],
+    "kube-apiserver": realNode
+      ? withFlags(apiserver, realNodeApiserverArgs(dir, realNode.nodeIp))
+      : apiserver,
     "kube-controller-manager": [
       `--kubeconfig=${kubeconfig("kube-controller-manager")}`,
       `--authentication-kubeconfig=${kubeconfig("kube-controller-manager")}`,
@@ -266,13 +368,13 @@ function componentArgs(dir: string, ports: Ports): Record<Component, string[]> {
       `--server-address=127.0.0.1:${ports.kwok}`,
       // Node leases keep the node-lifecycle controller from tainting our fake nodes.
       "--node-lease-duration-seconds=40",
-      "--cidr=10.244.0.0/16",
-      "--node-ip=10.0.0.1",
+      `--cidr=${clusterNetwork.kwokPodCidr}`,
+      `--node-ip=${clusterNetwork.kwokNodeIp}`,
     ],
   };
 }
 
-const binaryOf: Record<Component, keyof BinaryPaths> = {
+const binaryOf: Record<ControlPlaneComponent, keyof BinaryPaths> = {
   etcd: "etcd",
   "kube-apiserver": "kube-apiserver",
   "kube-controller-manager": "kube-controller-manager",
@@ -280,8 +382,8 @@ const binaryOf: Record<Component, keyof BinaryPaths> = {
   kwok: "kwok",
 };
 
-async function writeMaterial(dir: string, ports: Ports): Promise<string> {
-  const pki = await generatePki();
+async function writeMaterial(dir: string, ports: Ports, realNode?: RealNodeIdentity): Promise<string> {
+  const pki = await generatePki(realNode);
   const pkiDir = join(dir, "pki");
   await mkdir(join(pkiDir, "kube-controller-manager"), { recursive: true });
   await mkdir(join(dir, "kubeconfigs"), { recursive: true });
@@ -294,6 +396,12 @@ async function writeMaterial(dir: string, ports: Ports): Promise<string> {
     "sa.pub": pki.serviceAccount.publicKeyPem,
     "sa.key": pki.serviceAccount.privateKeyPem,
   };
+  if (pki.realNode) {
+    files["kubelet.crt"] = pki.realNode.kubeletServing.certPem;
+    files["kubelet.key"] = pki.realNode.kubeletServing.keyPem;
+    files["apiserver-kubelet-client.crt"] = pki.realNode.apiserverKubeletClient.certPem;
+    files["apiserver-kubelet-client.key"] = pki.realNode.apiserverKubeletClient.keyPem;
+  }
   for (const [name, content] of Object.entries(files)) {
     await writeFile(join(pkiDir, name), content, { mode: name.endsWith(".key") ? 0o600 : 0o644 });
   }
@@ -323,19 +431,51 @@ async function waitHealthy(
   await waitUntil(record, "healthy", async () => (await probe({ url, ...tls })).code === 200, timeoutMs);
 }
 
+async function allocateNodePorts(): Promise<NodePorts> {
+  const ports: number[] = [];
+  while (ports.length < 5) {
+    const port = await freePort();
+    if (!ports.includes(port)) ports.push(port);
+  }
+  const [kubelet, kubeletHealthz, kubeProxyHealthz, kubeProxyMetrics, containerdMetrics] = ports as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  return { kubelet, kubeletHealthz, kubeProxyHealthz, kubeProxyMetrics, containerdMetrics };
+}
+
+const writeState = (dir: string, state: ClusterState) =>
+  writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
+
 /** Starts a cluster in `options.dir`, or explains why it cannot. Returns its state. */
 export async function up(options: UpOptions): Promise<ClusterState> {
   const dir = resolve(options.dir);
   const progress = options.progress ?? (() => {});
   const release = await claimDir(dir, progress);
   const started: ProcessRecord[] = [];
+  const realNode: RealNodeIdentity | undefined = options.realNode
+    ? { nodeName: realNodeDefaults.nodeName, nodeIp: realNodeDefaults.nodeIp }
+    : undefined;
   try {
+    const prerequisites = realNode ? await ensureRealNodePrerequisites(progress) : undefined;
     const paths = await ensureBinaries(progress);
     const t0 = Date.now();
     const ports = await allocatePorts(options.apiserverPort);
-    const server = await writeMaterial(dir, ports);
-    const args = componentArgs(dir, ports);
-    const start = (component: Component) => {
+    if (realNode) {
+      await prepareNode({
+        clusterDir: dir,
+        apiserverPort: ports.apiserver,
+        ports: await allocateNodePorts(),
+        lockWaitMs: options.nodeLockWaitMs ?? realNodeDefaults.lockWaitMs,
+        progress,
+      });
+    }
+    const server = await writeMaterial(dir, ports, realNode);
+    const args = componentArgs(dir, ports, realNode);
+    const start = (component: ControlPlaneComponent) => {
       const record = startProcess(
         component,
         paths[binaryOf[component]],
@@ -343,6 +483,7 @@ export async function up(options: UpOptions): Promise<ClusterState> {
         join(dir, "logs", `${component}.log`),
       );
       started.push(record);
+      writeFileSync(startedFile(dir), JSON.stringify(started));
       return record;
     };
     const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8");
@@ -379,17 +520,60 @@ export async function up(options: UpOptions): Promise<ClusterState> {
     progress("kube-controller-manager, kube-scheduler and kwok are up");
 
     const client = adminClient(kubeconfigPath(dir));
-    const nodes = await createFakeNodes(client, options.nodes ?? 3);
-    await waitUntil(kwok, "making the fake nodes Ready", () => waitForNodesReady(client, nodes), 60_000);
+    let nodeInfo: RealNodeInfo | undefined;
+    if (realNode && prerequisites) {
+      const kc = new KubeConfig();
+      kc.loadFromFile(kubeconfigPath(dir));
+      const pki = (name: string) => join(dir, "pki", name);
+      const kubeconfig = (name: string) => join(dir, "kubeconfigs", `${name}.kubeconfig`);
+      nodeInfo = await startNode({
+        clusterDir: dir,
+        binaries: prerequisites.binaries,
+        images: prerequisites.images,
+        extraImages: (options.images ?? []).map((archive) => resolve(archive)),
+        credentials: {
+          caFile: pki("ca.crt"),
+          kubeletCertFile: pki("kubelet.crt"),
+          kubeletKeyFile: pki("kubelet.key"),
+          kubeletKubeconfig: kubeconfig("kubelet"),
+          kubeProxyKubeconfig: kubeconfig("kube-proxy"),
+          provisionerKubeconfig: kubeconfig("local-path-provisioner"),
+        },
+        kubeConfig: kc,
+        logsDir: join(dir, "logs"),
+        started,
+        progress,
+      });
+    }
+    // Beside a real node, kwok nodes are opt-in and tainted: pods meant for kwok (images that
+    // exist nowhere) never land on the real node, and real pods never land on a fake one.
+    const nodes = await createFakeNodes(
+      client,
+      options.nodes ?? (realNode ? 0 : 3),
+      realNode ? kwokTaint : undefined,
+    );
+    if (nodes.length > 0)
+      await waitUntil(kwok, "making the fake nodes Ready", () => waitForNodesReady(client, nodes), 60_000);
     await waitUntil(
       controllerManager,
       "creating service accounts",
       () => waitForDefaultServiceAccount(client),
       60_000,
     );
-    progress(
-      `${nodes.length} kwok nodes are Ready (${nodes.join(", ")}); control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
-    );
+    const nodeSummary = [
+      nodeInfo ? `real node ${nodeInfo.nodeName} (${nodeInfo.nodeIp})` : undefined,
+      nodes.length > 0 || !nodeInfo
+        ? `${nodes.length} kwok nodes${nodes.length ? ` (${nodes.join(", ")})` : ""}`
+        : undefined,
+    ]
+      .filter(Boolean)
+      .join(" and ");
+    progress(`${nodeSummary} Ready; control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    if (options.gatewayApi) {
+      // Loaded when asked for: gateway-api.ts imports ClusterError from here (no static cycle).
+      const { installGatewayApiCrds } = await import("./gateway-api.ts");
+      await installGatewayApiCrds(kubeconfigPath(dir), progress);
+    }
 
     const state: ClusterState = {
       version: 1,
@@ -401,14 +585,19 @@ export async function up(options: UpOptions): Promise<ClusterState> {
       processes: started,
       kubernetesVersion: versions.kubernetes,
       startedAt: new Date().toISOString(),
+      ...(nodeInfo ? { realNode: nodeInfo } : {}),
     };
-    await writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
+    await writeState(dir, state);
+    await rm(startedFile(dir), { force: true });
     if (options.stopWhenGone !== undefined) startWatchdog(dir, options.stopWhenGone);
     return state;
   } catch (err) {
+    if (realNode) await teardownNode(dir).catch(() => {});
     for (const record of started.reverse()) await stopProcess(record, 2000);
     if (err instanceof ComponentError)
       throw new ClusterError(`the local control plane did not start: ${err.message}`);
+    if (err instanceof MachineLockError || err instanceof NodeError || err instanceof PrerequisiteError)
+      throw new ClusterError(err.message);
     throw err;
   } finally {
     await release();
@@ -421,24 +610,44 @@ function startWatchdog(dir: string, ownerPid: number): void {
   child.unref();
 }
 
-/** Stops every process of the cluster in `dir` and removes its state. */
-export async function down(dirOption: string): Promise<{ stopped: Component[] } | undefined> {
+export interface DownResult {
+  stopped: Component[];
+  /** What the real node's teardown could not undo (empty when it left nothing behind). */
+  leftovers: string[];
+}
+
+/** Stops every process of the cluster in `dir` (and undoes its real node) and removes its state. */
+export async function down(dirOption: string): Promise<DownResult | undefined> {
   const dir = resolve(dirOption);
   const state = await readState(dir);
-  if (!state) {
+  // No state but a node journal or started processes: an `up` killed half-way. Undone all the same.
+  const journal = await readJournal(dir);
+  const processes = state?.processes ?? (await readStarted(dir));
+  if (!state && !journal && processes.length === 0) {
     if (existsSync(dir)) await rm(dir, { recursive: true, force: true });
     return undefined;
   }
   const stopped: Component[] = [];
+  const alive = async (records: ProcessRecord[]) => {
+    const out: ProcessRecord[] = [];
+    for (const record of records) if (await isOurs(record)) out.push(record);
+    return out;
+  };
+  const leftovers: string[] = [];
+  if (journal) {
+    const running = await alive(journal.processes);
+    leftovers.push(...(await teardownNode(dir)));
+    stopped.push(...running.map((r) => r.component));
+  }
   // Reverse start order: clients before the API server, the API server before etcd.
-  for (const record of [...state.processes].reverse()) {
+  for (const record of [...processes].reverse()) {
     if (await isOurs(record)) {
       await stopProcess(record);
       stopped.push(record.component);
     }
   }
   await rm(dir, { recursive: true, force: true });
-  return { stopped };
+  return { stopped, leftovers };
 }
 
 export interface ComponentHealth {
@@ -449,7 +658,7 @@ export interface ComponentHealth {
   detail: string;
 }
 
-function healthUrl(state: ClusterState, component: Component): string {
+function controlPlaneHealthUrl(state: ClusterState, component: ControlPlaneComponent): string {
   switch (component) {
     case "etcd":
       return `${state.etcdEndpoint}/health`;
@@ -464,32 +673,72 @@ function healthUrl(state: ClusterState, component: Component): string {
   }
 }
 
+const nodeComponents: readonly Component[] = [
+  "containerd",
+  "kubelet",
+  "kube-proxy",
+  "local-path-provisioner",
+];
+const isNodeComponent = (component: Component): component is NodeComponent =>
+  nodeComponents.includes(component);
+
 async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<ComponentHealth> {
-  const url = healthUrl(state, record.component);
+  const journal = isNodeComponent(record.component) ? await readJournal(state.dir) : undefined;
+  const url =
+    journal && isNodeComponent(record.component)
+      ? nodeHealthUrl(journal, record.component)
+      : controlPlaneHealthUrl(state, record.component as ControlPlaneComponent);
   const running = await isOurs(record);
   const ca =
     record.component === "kube-apiserver"
       ? await readFile(join(state.dir, "pki", "ca.crt"), "utf8").catch(() => undefined)
       : undefined;
-  const result = running ? await probe({ url, ca }) : { code: 0, body: "" };
+  // A component without a health endpoint (the provisioner) is healthy while it runs.
+  const result = running && url ? await probe({ url, ca }) : { code: running ? 200 : 0, body: "" };
   const healthy =
     result.code === 200 && (record.component !== "etcd" || result.body.includes('"health":"true"'));
   const detail = !running
     ? `not running (log: ${record.log})`
     : healthy
-      ? url
+      ? (url ?? "running")
       : `unhealthy: HTTP ${result.code || "no answer"} from ${url}`;
   return { component: record.component, pid: record.pid, running, healthy, detail };
 }
 
-/** Health of each component of the cluster in `dir`, or undefined when there is none. */
+/** Health of each component of the cluster in `dir` (and of its real node), or undefined when there is none. */
 export async function status(
   dirOption: string,
-): Promise<{ state: ClusterState; components: ComponentHealth[] } | undefined> {
+): Promise<{ state: ClusterState; components: ComponentHealth[]; node?: NodeHealth } | undefined> {
   const state = await readState(resolve(dirOption));
   if (!state) return undefined;
   const components = await Promise.all(state.processes.map((record) => checkHealth(state, record)));
-  return { state, components };
+  let node: NodeHealth | undefined;
+  if (state.realNode) {
+    const kc = new KubeConfig();
+    kc.loadFromFile(state.kubeconfig);
+    node = await nodeCondition(kc, state.realNode.nodeName).catch((err: Error) => ({
+      nodeName: state.realNode!.nodeName,
+      ready: "Unknown",
+      reason: "APIUnreachable",
+      message: err.message,
+    }));
+  }
+  return { state, components, ...(node ? { node } : {}) };
+}
+
+/** Imports an image archive into the real node of the cluster in `dir`; returns the image names. */
+export async function loadImage(dirOption: string, archive: string): Promise<string[]> {
+  const dir = resolve(dirOption);
+  const state = await readState(dir);
+  if (!state)
+    throw new ClusterError(
+      `no cluster in ${dir}; start one with: mlmodel cluster up --real-node --dir ${dir}`,
+    );
+  if (!state.realNode)
+    throw new ClusterError(
+      `the cluster in ${dir} has no real node (kwok nodes run no images); start one with --real-node`,
+    );
+  return importImage(dir, resolve(archive));
 }
 
 /**
@@ -511,7 +760,7 @@ export async function restartComponent(
   if (options.downtimeMs) await new Promise((r) => setTimeout(r, options.downtimeMs));
   const record = startProcess(component, old.binary, old.args, old.log);
   state.processes[index] = record;
-  await writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
+  await writeState(dir, state);
   await waitUntil(
     record,
     "healthy again",

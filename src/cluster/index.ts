@@ -1,16 +1,37 @@
 /** The local control plane, as a library: the CLI and the test harness both use it. */
-export { BinaryError, binaryNames, ensureBinaries } from "./binaries.ts";
+export { BinaryError, binaryNames, ensureBinaries, ensureNodeBinaries, nodeBinaryNames } from "./binaries.ts";
 export {
   ClusterError,
   type ClusterState,
   type ComponentHealth,
+  type DownResult,
   down,
   kubeconfigPath,
+  loadImage,
   readState,
   restartComponent,
   status,
   type UpOptions,
   up,
 } from "./cluster.ts";
+export { gatewayApiVersion, installGatewayApiCrds } from "./gateway-api.ts";
+export { clusterNetwork } from "./network.ts";
+export { kwokTaint, machineLockPath, nodePaths, realNodeDefaults } from "./node/config.ts";
+export type { LocalImage, NodeImages } from "./node/images.ts";
+export {
+  NodeError,
+  type NodeHealth,
+  type RealNodeInfo,
+  releaseRealNode,
+  reserveRealNode,
+  teardownNode,
+} from "./node/node.ts";
+export { packImage } from "./node/oci.ts";
+export {
+  ensureRealNodePrerequisites,
+  PrerequisiteError,
+  type RealNodeSupport,
+  realNodeSupport,
+} from "./node/prerequisites.ts";
 export { defaultClusterDir } from "./paths.ts";
 export { versions } from "./versions.ts";

@@ -9,6 +9,8 @@ import { webcrypto } from "node:crypto";
 // @peculiar/x509 resolves its ASN.1 schemas through tsyringe, which needs this polyfill.
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
+import { clusterNetwork } from "./network.ts";
+import { nodeIdentities } from "./node/objects.ts";
 
 x509.cryptoProvider.set(webcrypto as never);
 
@@ -28,6 +30,20 @@ export interface ClusterPki {
   apiserver: KeyPair;
   clients: Record<string, KeyPair>;
   serviceAccount: { publicKeyPem: string; privateKeyPem: string };
+  /** Present when the cluster has a real node. */
+  realNode?: RealNodePki;
+}
+
+export interface RealNodePki {
+  /** kubelet's serving certificate: the API server verifies it when it calls the kubelet. */
+  kubeletServing: KeyPair;
+  /** The API server's client certificate towards the kubelet (--kubelet-client-certificate). */
+  apiserverKubeletClient: KeyPair;
+}
+
+export interface RealNodeIdentity {
+  nodeName: string;
+  nodeIp: string;
 }
 
 function pem(label: string, der: ArrayBuffer): string {
@@ -118,12 +134,27 @@ async function createLeaf(
 /** Client identities the control plane's own components use. */
 export const clientIdentities = ["admin", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
 
-export async function generatePki(): Promise<ClusterPki> {
+/**
+ * Client identities of a real node's components: none is in system:masters. kubelet is a
+ * node (Node authorizer + NodeRestriction), kube-proxy is bound by the default
+ * system:node-proxier binding, the provisioner by its own ClusterRole (node/objects.ts).
+ */
+export function realNodeClientSubjects(nodeName: string): Record<string, string> {
+  return {
+    kubelet: `CN=system:node:${nodeName}, O=system:nodes`,
+    "kube-proxy": `CN=${nodeIdentities.kubeProxy}`,
+    "local-path-provisioner": `CN=${nodeIdentities.provisioner}`,
+  };
+}
+
+export async function generatePki(realNode?: RealNodeIdentity): Promise<ClusterPki> {
   const ca = await createCa();
   const apiserver = await createLeaf(ca, {
     subject: "CN=kube-apiserver",
     usage: "server",
-    ips: ["127.0.0.1", "10.96.0.1"],
+    // With a real node, pods reach the API server at the node's address (the endpoint of the
+    // `kubernetes` Service), so the certificate must name it too.
+    ips: ["127.0.0.1", clusterNetwork.kubernetesServiceIp, ...(realNode ? [realNode.nodeIp] : [])],
     dnsNames: ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
   });
   const clients: Record<string, KeyPair> = {};
@@ -134,8 +165,24 @@ export async function generatePki(): Promise<ClusterPki> {
       usage: "client",
     });
   }
+  if (realNode) {
+    for (const [identity, subject] of Object.entries(realNodeClientSubjects(realNode.nodeName)))
+      clients[identity] = await createLeaf(ca, { subject, usage: "client" });
+  }
   const saKeys = await newKeys();
   return {
+    realNode: realNode && {
+      kubeletServing: await createLeaf(ca, {
+        subject: `CN=system:node:${realNode.nodeName}, O=system:nodes`,
+        usage: "server",
+        ips: [realNode.nodeIp, "127.0.0.1"],
+        dnsNames: [realNode.nodeName],
+      }),
+      apiserverKubeletClient: await createLeaf(ca, {
+        subject: `CN=${nodeIdentities.apiserverKubeletClient}`,
+        usage: "client",
+      }),
+    },
     ca: { certPem: ca.cert.toString("pem"), keyPem: await privateKeyPem(ca.keys.privateKey) },
     apiserver,
     clients,

@@ -11,8 +11,8 @@ import https from "node:https";
 import { isAlive } from "./binaries.ts";
 import type { Component } from "./versions.ts";
 
-export interface ProcessRecord {
-  component: Component;
+export interface ProcessRecord<C extends Component = Component> {
+  component: C;
   pid: number;
   binary: string;
   args: string[];
@@ -39,12 +39,12 @@ function tailOf(log: string): string {
   }
 }
 
-export function startProcess(
-  component: Component,
+export function startProcess<C extends Component>(
+  component: C,
   binary: string,
   args: string[],
   log: string,
-): ProcessRecord {
+): ProcessRecord<C> {
   const fd = openSync(log, "a");
   const child = spawn(binary, args, { detached: true, stdio: ["ignore", fd, fd] });
   child.unref();

@@ -7,6 +7,16 @@ export const versions = {
   kubernetes: "v1.36.3",
   etcd: "v3.6.16",
   kwok: "v0.8.0",
+  /** The storage provisioner of the real node (`mlmodel cluster up --real-node`). */
+  localPathProvisioner: "v0.0.30",
 } as const;
 
-export type Component = "etcd" | "kube-apiserver" | "kube-controller-manager" | "kube-scheduler" | "kwok";
+export type ControlPlaneComponent =
+  | "etcd"
+  | "kube-apiserver"
+  | "kube-controller-manager"
+  | "kube-scheduler"
+  | "kwok";
+/** The processes of the real node (`up --real-node`), started after the control plane. */
+export type NodeComponent = "containerd" | "kubelet" | "kube-proxy" | "local-path-provisioner";
+export type Component = ControlPlaneComponent | NodeComponent;

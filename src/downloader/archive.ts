@@ -77,6 +77,14 @@ class Budget {
 
 type EntryType = "file" | "directory" | "link" | "other";
 
+/**
+ * The archive's own top directory, "./" in `tar -czf m.tgz -C dir .` (the usual way to pack a
+ * model folder): it is DEST itself, which exists, so there is nothing to write.
+ */
+function isTopDirectory(name: string, type: EntryType): boolean {
+  return type === "directory" && name.split("/").every((part) => part === "" || part === ".");
+}
+
 /** Validates one entry and returns where it goes, or throws UnsafeArchive. */
 function checkEntry(name: string, type: EntryType, budget: Budget): string {
   budget.entry(name);
@@ -143,6 +151,10 @@ async function extractTar(archive: string, dest: string, budget: Budget): Promis
     onReadEntry: (entry: ReadEntry) => {
       try {
         if (failure) throw failure;
+        if (isTopDirectory(entry.path, tarEntryType(entry))) {
+          entry.resume();
+          return;
+        }
         const target = join(dest, checkEntry(entry.path, tarEntryType(entry), budget));
         const write =
           entry.type === "Directory" || entry.type === "GNUDumpDir"
@@ -247,6 +259,7 @@ async function handleZipEntry(
   budget: Budget,
 ): Promise<void> {
   const type = zipEntryType(entry);
+  if (isTopDirectory(entry.fileName, type)) return;
   const target = join(dest, checkEntry(entry.fileName, type, budget));
   if (type === "directory") {
     await mkdir(target, { recursive: true });

@@ -2,8 +2,14 @@
 // (which runs in it). The operator imports these names instead of repeating strings, and
 // docs/downloader.md explains each one. Change a value here only together with both sides.
 
-/** The command the Job runs: `mlmodel download --uri URI --dest DIR [--sha256 HEX]`. */
+/**
+ * The command the Job runs: `mlmodel download --uri URI --dest DIR [--sha256 HEX]`, or with
+ * `--uri-from-env MLMODEL_URI` instead of `--uri` when the URI has credentials in it (a
+ * pre-signed URL, a SAS, a token): the operator sets that variable from a Secret, so the URI
+ * never shows in the Job's args or env values.
+ */
 export const downloadCommand = ["mlmodel", "download"] as const;
+export const modelUriEnv = "MLMODEL_URI";
 
 /**
  * Where the operator mounts the user's credentials Secret (as a volume, one file per key).
@@ -82,7 +88,13 @@ export const completionMarkerName = ".mlmodel-complete.json";
 export interface CompletionMarker {
   /** Format of this file; bumped on incompatible change. */
   version: 1;
+  /** The URI as shown: credentials in it redacted (the serving pods can read this file). */
   uri: string;
+  /**
+   * sha256 of the exact URI, lowercase hex: what a re-run compares. Absent in markers written
+   * before URIs were redacted, whose `uri` is the exact URI.
+   */
+  uriSha256?: string;
   /** sha256 of the content (see docs/downloader.md, "Digest"), lowercase hex. */
   sha256: string;
   /** How sha256 was computed: of the single downloaded object or of the tree manifest. */
@@ -120,7 +132,8 @@ export const exitCodes = {
  * On failure the downloader writes ONE line to this file (Kubernetes' terminationMessagePath)
  * and the same line to stderr, then exits 1 (2 for bad flags). The operator copies it into the MLModel's
  * condition message. Format: `<uri>: <Reason>: <what to check>`, for example
- * `s3://models/resnet: AccessDenied: check the keys in Secret model-creds`.
+ * `s3://models/resnet: AccessDenied: check the keys in Secret model-creds`. The URI is shown
+ * redacted (redact.ts), here as in every line the downloader prints and every status field.
  * Reason is one CamelCase word from {@link FailureReason}.
  */
 export const terminationLogPath = "/dev/termination-log";

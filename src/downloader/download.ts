@@ -2,6 +2,7 @@
 //   complete? -> list -> fetch (bounded parallelism) -> verify -> [extract] -> mark -> publish
 // Everything happens in a sibling temporary directory; DEST appears by one rename, with the
 // completion marker already inside, so a killed Job never leaves a half model that looks whole.
+import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { archiveKind, extractArchive } from "./archive.ts";
@@ -17,6 +18,7 @@ import { checksumMismatch, contentDigest, type FileDigest, listFiles, sha256OfFi
 import { DownloadError } from "./errors.ts";
 import { type FetchContext, type FetchedFile, fetchFile } from "./fetch-file.ts";
 import { formatBytes, type Progress } from "./progress.ts";
+import { redactUri } from "./redact.ts";
 import { defaultRetryPolicy, type RetryPolicy, withRetry } from "./retry.ts";
 import { createSource } from "./sources/index.ts";
 import type { RemoteFile, Source } from "./sources/source.ts";
@@ -66,26 +68,44 @@ async function readMarker(dest: string): Promise<CompletionMarker | undefined> {
   }
 }
 
+/**
+ * What the marker and the partial state record about the URI: its shown form, and a digest of
+ * the exact one to compare (the files are on the model volume, which the serving pods read).
+ */
+function uriRecord(uri: string): { uri: string; uriSha256: string } {
+  return { uri: redactUri(uri), uriSha256: createHash("sha256").update(uri).digest("hex") };
+}
+
+/** Whether a marker or partial state was written for this exact URI (older ones hold it as is). */
+function sameUri(recorded: { uri?: string; uriSha256?: string }, uri: string): boolean {
+  return recorded.uriSha256 === undefined
+    ? recorded.uri === uri
+    : recorded.uriSha256 === uriRecord(uri).uriSha256;
+}
+
 /** A marker for the same URI (and digest, when one is asked for) means: nothing to do. */
 function markerSatisfies(m: CompletionMarker | undefined, opts: DownloadOptions): m is CompletionMarker {
-  return m !== undefined && m.uri === opts.uri && (opts.sha256 === undefined || m.sha256 === opts.sha256);
+  return m !== undefined && sameUri(m, opts.uri) && (opts.sha256 === undefined || m.sha256 === opts.sha256);
 }
 
 /** Keeps a partial directory only if it was started for this very URI; else starts afresh. */
 async function preparePartial(partial: string, uri: string, log: (l: string) => void): Promise<void> {
-  let owner: string | undefined;
+  let owner: { uri?: string; uriSha256?: string } | undefined;
   try {
-    owner = (JSON.parse(await readFile(join(partial, stateFile), "utf8")) as { uri?: string }).uri;
+    owner = JSON.parse(await readFile(join(partial, stateFile), "utf8")) as {
+      uri?: string;
+      uriSha256?: string;
+    };
   } catch {
     owner = undefined;
   }
-  if (owner === uri) {
+  if (owner && sameUri(owner, uri)) {
     log(`resuming the partial download in ${partial}`);
     return;
   }
   await rm(partial, { recursive: true, force: true });
   await mkdir(partial, { recursive: true });
-  await writeFile(join(partial, stateFile), JSON.stringify({ uri }));
+  await writeFile(join(partial, stateFile), JSON.stringify(uriRecord(uri)));
 }
 
 async function listWithRetry(source: Source, opts: DownloadOptions): Promise<RemoteFile[]> {
@@ -201,7 +221,7 @@ async function downloadToDest(
   try {
     const files = await listWithRetry(source, opts);
     opts.progress.setFiles(files);
-    opts.log(`${files.length} file(s)${sizeNote(opts.progress)} from ${opts.uri}`);
+    opts.log(`${files.length} file(s)${sizeNote(opts.progress)} from ${redactUri(opts.uri)}`);
     const downloadDir = join(partial, "download");
     const fetched = await mapBounded(files, opts.parallel, opts.signal, (f, signal) => {
       const ctx: FetchContext = { ...opts, source, signal };
@@ -212,7 +232,7 @@ async function downloadToDest(
     const content = await maybeExtract(fetched, downloadDir, partial, opts);
     const marker: CompletionMarker = {
       version: 1,
-      uri: opts.uri,
+      ...uriRecord(opts.uri),
       ...digest,
       files: fetched.length,
       bytes: fetched.reduce((s, f) => s + f.size, 0),

@@ -1,5 +1,7 @@
 // Parses a model URI into the store it names. Every rejection names the value and a right form.
+import { credentialNames } from "./contract.ts";
 import { DownloadError } from "./errors.ts";
+import { redactUri, userinfoPattern } from "./redact.ts";
 
 export type ModelLocation =
   | { scheme: "http"; url: URL }
@@ -19,7 +21,7 @@ export const uriForms = [
 ].join(", ");
 
 function invalid(uri: string, why: string): DownloadError {
-  return new DownloadError("InvalidArgument", `--uri "${uri}": ${why}`, {
+  return new DownloadError("InvalidArgument", `--uri "${redactUri(uri)}": ${why}`, {
     hint: `expected one of: ${uriForms}`,
   });
 }
@@ -73,6 +75,15 @@ function parseHf(uri: string, rest: string): ModelLocation {
 export function parseModelUri(uri: string): ModelLocation {
   const m = /^([a-z][a-z0-9+.-]*):\/\/(.*)$/i.exec(uri);
   if (!m) throw invalid(uri, "it has no scheme");
+  if (userinfoPattern.test(uri)) {
+    throw new DownloadError(
+      "InvalidArgument",
+      `--uri "${redactUri(uri)}": a user name or password before the host is never sent`,
+      {
+        hint: `give credentials in the credentials Secret instead (${credentialNames.http.bearerToken} or ${credentialNames.http.headers} for http(s), ${credentialNames.hf.token} for hf://; docs/downloader.md)`,
+      },
+    );
+  }
   const scheme = m[1]!.toLowerCase();
   const rest = m[2]!;
   switch (scheme) {

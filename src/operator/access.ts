@@ -1,10 +1,12 @@
 /**
- * What the MLModel controller reads and writes, declared once: the controller registers its
- * caches from this table and `mlmodel install` generates the operator's RBAC from it, so the
- * operator has exactly the rights its code uses.
+ * What the MLModel controller reads and writes, declared once: `mlmodel install` generates the
+ * operator's RBAC from this table, and test/unit/operator/reconcile.test.ts checks every cache
+ * the controller registers and every write its reconciles make against it, so the operator has
+ * the rights its code uses and no others.
  */
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../api/kinds.ts";
 import { builtinKinds, type ResourceKind } from "../runtime/index.ts";
+import { httpRouteKind } from "./canary/desired.ts";
 
 export type AccessVerb = "get" | "list" | "watch" | "create" | "patch" | "update" | "delete";
 
@@ -37,6 +39,11 @@ export const operatorAccess: Access[] = [
   { kind: builtinKinds.HorizontalPodAutoscaler, verbs: own, why: "spec.autoscaling" },
   { kind: builtinKinds.ControllerRevision, verbs: own, why: "revision history (mlmodel history, rollback)" },
   {
+    kind: httpRouteKind,
+    verbs: own,
+    why: "a canary's exact traffic split (spec.rollout.canary.trafficRouting.gatewayAPI); watched only while the Gateway API is installed",
+  },
+  {
     kind: builtinKinds.PodDisruptionBudget,
     verbs: own,
     why: "keeps all but one serving replica through voluntary disruptions",
@@ -46,10 +53,15 @@ export const operatorAccess: Access[] = [
     verbs: read,
     why: "truthful status: readiness, crash loops, image pulls, scheduling",
   },
+  // Create only: a model URI with credentials in it (a pre-signed URL, a SAS) is kept in a
+  // Secret of its revision, which the download Job reads (mlmodel/syncers/uri-secret.ts). Never patch, update
+  // or delete: the operator cannot change any Secret, not even its own (they are immutable and
+  // garbage-collected with their ControllerRevision); and the ValidatingAdmissionPolicy of the
+  // install (src/install/manifests.ts) refuses any Secret it creates but that one type.
   {
     kind: builtinKinds.Secret,
-    verbs: read,
-    why: "waits for a missing credentials Secret (values are dropped from the cache)",
+    verbs: [...read, "create"],
+    why: "waits for a missing credentials Secret (values are dropped from the cache); creates the Secret holding a model URI that has credentials in it",
   },
   { kind: builtinKinds.ConfigMap, verbs: read, why: "waits for a missing model config ConfigMap" },
   { kind: builtinKinds.Event, verbs: ["create", "patch"], why: "Events on status transitions" },

@@ -7,6 +7,7 @@ import type {
   V1Container,
   V1Deployment,
   V1EnvFromSource,
+  V1EnvVar,
   V1Job,
   V1PersistentVolumeClaim,
   V1PodDisruptionBudget,
@@ -16,6 +17,7 @@ import type {
   V1Probe,
   V1Role,
   V1RoleBinding,
+  V1Secret,
   V1SecurityContext,
   V1Service,
   V1ServiceAccount,
@@ -31,9 +33,11 @@ import {
   exitCodes,
   modelNameEnv,
   modelNamespaceEnv,
+  modelUriEnv,
   terminationLogPath,
 } from "../downloader/contract.ts";
-import type { OwnerReference } from "../runtime/types.ts";
+import { uriHasSecrets } from "../downloader/redact.ts";
+import type { OwnerReference } from "../runtime/index.ts";
 import { childLabels, childNames, labels, servingSelector, shortHash } from "./names.ts";
 import { defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
 
@@ -59,7 +63,7 @@ function meta(
 }
 
 // The `restricted` Pod Security level, met by every pod we create.
-function podSecurity(runAsUser: number): V1PodSecurityContext {
+export function podSecurity(runAsUser: number): V1PodSecurityContext {
   return {
     runAsNonRoot: true,
     runAsUser,
@@ -69,7 +73,7 @@ function podSecurity(runAsUser: number): V1PodSecurityContext {
   };
 }
 
-const containerSecurity: V1SecurityContext = {
+export const containerSecurity: V1SecurityContext = {
   allowPrivilegeEscalation: false,
   capabilities: { drop: ["ALL"] },
   runAsNonRoot: true,
@@ -143,6 +147,64 @@ export function desiredDownloadIdentity(
   ];
 }
 
+type DownloadSource = Extract<ServingPlan["source"], { type: "download" }>;
+
+/** The key of a URI Secret that holds the exact URI. */
+export const uriSecretKey = "uri";
+/** The type of a URI Secret: says what it is, and is the only type the operator creates. */
+export const uriSecretType = "serving.mlmodel.dev/model-uri";
+
+/**
+ * How the download Job gets its exact URI: in its args when nothing in the URI is secret;
+ * else from the URI Secret of the revision it downloads (env valueFrom secretKeyRef), so the
+ * URI never shows in the Job, its pod, Events or logs. A recorded revision names its Secret;
+ * the spec as written uses its own revision's.
+ */
+export function downloadUri(
+  plan: ServingPlan,
+  source: DownloadSource,
+): { args: string } | { secret: string } {
+  if (source.uriSecret) return { secret: source.uriSecret };
+  const exact = source.exactUri ?? source.shownUri;
+  if (!uriHasSecrets(exact)) return { args: exact };
+  return { secret: childNames.uriSecret(plan.name, servingPodTemplate(plan).revision) };
+}
+
+/**
+ * Whether the plan's exact URI must be kept in a URI Secret: the operator knows it (the spec as
+ * written, or a revision an older operator recorded exact) and it has credentials in it. Cheap
+ * (nothing hashed): every reconcile of every model asks it.
+ */
+export function needsUriSecret(plan: ServingPlan): boolean {
+  const source = plan.source;
+  return source.type === "download" && source.exactUri !== undefined && uriHasSecrets(source.exactUri);
+}
+
+/**
+ * The Secret holding the exact URI, when the Job reads it from one and the operator knows it
+ * (the spec as written, or a revision recorded before URIs were redacted). Immutable: its name
+ * is its revision's, which hashes the content. `owner`: that revision's ControllerRevision.
+ */
+export function desiredUriSecret(plan: ServingPlan, owner: OwnerReference): V1Secret | undefined {
+  const source = plan.source;
+  if (source.type !== "download" || source.exactUri === undefined) return undefined;
+  const where = downloadUri(plan, source);
+  if (!("secret" in where)) return undefined;
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    type: uriSecretType,
+    immutable: true,
+    metadata: {
+      name: where.secret,
+      namespace: plan.namespace,
+      labels: childLabels(plan.name, "model-uri"),
+      ownerReferences: [owner],
+    },
+    data: { [uriSecretKey]: Buffer.from(source.exactUri).toString("base64") },
+  };
+}
+
 /** The Job that runs `mlmodel download` into the claim; none when nothing is downloaded. */
 export function desiredDownloadJob(
   plan: ServingPlan,
@@ -152,14 +214,17 @@ export function desiredDownloadJob(
   const source = plan.source;
   if (source.type !== "download") return undefined;
   const creds = credentialVolume(plan);
+  const uri = downloadUri(plan, source);
   const args = [
-    "--uri",
-    source.uri,
+    ...("args" in uri ? ["--uri", uri.args] : ["--uri-from-env", modelUriEnv]),
     "--dest",
     source.dest,
     ...(source.sha256 ? ["--sha256", source.sha256] : []),
   ];
-  const env = [
+  const env: V1EnvVar[] = [
+    ...("secret" in uri
+      ? [{ name: modelUriEnv, valueFrom: { secretKeyRef: { name: uri.secret, key: uriSecretKey } } }]
+      : []),
     // Progress goes into this MLModel's status.download (see docs/downloader.md, "Progress").
     { name: modelNameEnv, value: plan.name },
     { name: modelNamespaceEnv, value: plan.namespace },

@@ -22,6 +22,10 @@ export const labels = {
 export const annotations = {
   /** Hash of the object the operator last applied; a reconcile skips the write when it matches. */
   appliedHash: "serving.mlmodel.dev/applied-hash",
+  /** On a download Job: the hash of its spec. A running Job whose spec is no longer wanted is replaced. */
+  jobSpecHash: "serving.mlmodel.dev/job-spec-hash",
+  /** On a download Job: its inputs (generation, Secret version). A failed Job is retried when they change. */
+  retryKey: "serving.mlmodel.dev/retry-key",
 } as const;
 
 export type Component =
@@ -31,7 +35,8 @@ export type Component =
   | "autoscaler"
   | "disruption-budget"
   | "revision"
-  | "prune";
+  | "prune"
+  | "model-uri";
 
 export function childLabels(modelName: string, component: Component): Record<string, string> {
   return {
@@ -77,6 +82,11 @@ export const childNames = {
    * its Jobs). A model name has at most 48 characters, so this stays within 63 (59).
    */
   downloader: (model: string) => `${model}-downloader`,
+  /**
+   * The Secret holding the exact model URI of a revision whose URI has credentials in it, owned
+   * by that revision's ControllerRevision (`<model>-<revision>`), so it goes with it.
+   */
+  uriSecret: (model: string, revision: string) => `${model}-${revision}-uri`,
   deployment: (model: string) => model,
   service: (model: string) => model,
   autoscaler: (model: string) => model,

@@ -11,6 +11,7 @@ import {
   mlModelSpecSchema,
 } from "../api/mlmodel.ts";
 import { defaultCredentialsDir } from "../downloader/contract.ts";
+import { redactUri } from "../downloader/redact.ts";
 import { childNames, shortHash } from "./names.ts";
 import type { ResolvedRuntime } from "./runtime-selection.ts";
 
@@ -37,7 +38,24 @@ export const defaults = {
 
 export type ModelSource =
   /** Downloaded by a Job into our PVC at dest; served from there. */
-  | { type: "download"; uri: string; sha256?: string; claimName: string; dest: string; jobName: string }
+  | {
+      type: "download";
+      /** The URI as status, Events and logs show it: credentials redacted (redactUri). */
+      shownUri: string;
+      /**
+       * The exact URI, when the operator knows it: always for the spec as written; not for a
+       * revision recorded with its URI redacted, whose exact URI only `uriSecret` holds.
+       */
+      exactUri?: string;
+      /** The Secret that holds the exact URI of a recorded revision (see RecordedSource). */
+      uriSecret?: string;
+      /** Content hash: the download's directory and Job are named by it. */
+      content: string;
+      sha256?: string;
+      claimName: string;
+      dest: string;
+      jobName: string;
+    }
   /** A user's claim mounted in place (read-only), nothing copied. */
   | { type: "pvc"; claimName: string; subPath: string }
   /** Inside the image, or read by the server itself from a model config file. */
@@ -77,6 +95,16 @@ export class PlanError extends Error {
   }
 }
 
+/**
+ * What a ControllerRevision records about a downloaded model whose URI has credentials in it
+ * (a pre-signed URL, a SAS, a token): its spec keeps only the redacted URI, so the content hash
+ * (computed from the exact URI) and the Secret that holds the exact URI are recorded beside it.
+ */
+export interface RecordedSource {
+  content: string;
+  uriSecret: string;
+}
+
 /** Identifies the model's bytes: a new value means a new download (and a new directory). */
 export function contentHash(spec: MLModelSpec): string {
   return shortHash({ uri: spec.model.uri, version: spec.model.version, sha256: spec.model.sha256 });
@@ -91,7 +119,11 @@ function fixedReplicas(spec: DefaultedMLModelSpec): number | undefined {
   return spec.autoscaling.minReplicas === 0 ? 0 : undefined;
 }
 
-export function planModel(model: MLModel, runtime: ResolvedRuntime): ServingPlan {
+/**
+ * `recorded`: set when the spec is a revision's whose URI was recorded redacted; its content
+ * and URI Secret stand in for what the exact URI would give.
+ */
+export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: RecordedSource): ServingPlan {
   const name = model.metadata.name!;
   const namespace = model.metadata.namespace!;
   // The name becomes the Service's, which must be a DNS-1035 label (the CRD can only check
@@ -139,12 +171,14 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime): ServingPlan
     // Each content gets its own directory, so a new version downloads beside the one being
     // served and the rollout switches over without downtime. Versioned runtimes read
     // <base>/<version>, so the version is a sub-directory of the base path.
-    const hash = contentHash(spec);
+    const hash = recorded?.content ?? contentHash(spec);
     const base = `${mountPath}/${hash}`;
     modelDir = base;
     source = {
       type: "download",
-      uri,
+      shownUri: redactUri(uri),
+      ...(recorded ? { uriSecret: recorded.uriSecret } : { exactUri: uri }),
+      content: hash,
       sha256: spec.model.sha256,
       claimName: childNames.storage(name),
       dest: version ? `${base}/${version}` : base,

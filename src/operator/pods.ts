@@ -25,6 +25,14 @@ const severity: PodProblem["reason"][] = [
   "Unschedulable",
 ];
 
+/**
+ * The scheduler's reasons from its message "0/3 nodes are available: <reasons>. <note>", without
+ * the note its preemption step appends ("preemption: ... not helpful", or "not found").
+ */
+function schedulerReasons(message: string | undefined): string {
+  return message?.split(/\.(?:\s|$)/)[0]?.trim() || "no node fits";
+}
+
 export function podProblem(pods: readonly V1Pod[]): PodProblem | undefined {
   const found: PodProblem[] = [];
   for (const pod of pods) {
@@ -57,11 +65,11 @@ export function podProblem(pods: readonly V1Pod[]): PodProblem | undefined {
     }
     const scheduled = pod.status?.conditions?.find((c) => c.type === "PodScheduled");
     if (scheduled?.status === "False" && scheduled.reason === "Unschedulable") {
-      const why = scheduled.message ?? "no node fits";
+      const why = schedulerReasons(scheduled.message);
       const hint = /PersistentVolumeClaim/.test(why)
-        ? "the model's claim has no volume: the cluster needs a StorageClass that provisions volumes (spec.storage.storageClassName) or a matching PersistentVolume"
+        ? "the model's claim has no volume, so the cluster needs a StorageClass that provisions volumes (spec.storage.storageClassName) or a matching PersistentVolume"
         : "free or add capacity (e.g. GPUs), or relax resources and placement";
-      found.push({ reason: "Unschedulable", message: `pod ${name} cannot be scheduled: ${why}; ${hint}` });
+      found.push({ reason: "Unschedulable", message: `pod ${name} cannot be scheduled (${why}): ${hint}` });
     }
   }
   found.sort((a, b) => severity.indexOf(a.reason) - severity.indexOf(b.reason));

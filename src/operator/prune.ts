@@ -8,11 +8,11 @@
  * new Job, and an unchanged one none.
  */
 import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
-import type { MLModelSpec } from "../api/mlmodel.ts";
-import type { OwnerReference } from "../runtime/types.ts";
+import type { OwnerReference } from "../runtime/index.ts";
+import { containerSecurity, podSecurity } from "./desired.ts";
 import { childLabels, shortHash } from "./names.ts";
 import { contentHash, defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
-import { revisionSpec } from "./revisions.ts";
+import { recordedSource, revisionSpec } from "./revisions.ts";
 
 /**
  * Deletes the content directories in argv[1] not named in argv[2..]. Only names shaped like a
@@ -33,17 +33,26 @@ for (const e of entries) {
 }
 `.trim();
 
-function downloadedContent(spec: MLModelSpec | undefined): string | undefined {
+/** The content a revision downloads: recorded beside a redacted URI, else hashed from its spec. */
+function revisionContent(rev: V1ControllerRevision): string | undefined {
+  const recorded = recordedSource(rev)?.content;
+  if (recorded) return recorded;
+  const spec = revisionSpec(rev);
   const uri = spec?.model?.uri;
   if (!uri || uri.startsWith("pvc://")) return undefined;
   return contentHash(spec);
 }
 
-/** Content directories to keep: the served plan's and every kept revision's, sorted. */
-export function contentToKeep(servedSpec: MLModelSpec, revisions: readonly V1ControllerRevision[]): string[] {
+/** Content directories to keep: the served plans' and every kept revision's, sorted. */
+export function contentToKeep(
+  served: readonly Pick<ServingPlan, "source">[],
+  revisions: readonly V1ControllerRevision[],
+): string[] {
   const keep = new Set<string>();
-  for (const spec of [servedSpec, ...revisions.map(revisionSpec)]) {
-    const hash = downloadedContent(spec);
+  for (const hash of [
+    ...served.map((plan) => (plan.source.type === "download" ? plan.source.content : undefined)),
+    ...revisions.map(revisionContent),
+  ]) {
     if (hash) keep.add(hash);
   }
   return [...keep].sort();
@@ -61,13 +70,6 @@ export function desiredPruneJob(
   keep: readonly string[],
 ): V1Job | undefined {
   if (plan.source.type !== "download") return undefined;
-  const security = {
-    runAsNonRoot: true,
-    runAsUser: defaults.runAsUser,
-    runAsGroup: defaults.runAsUser,
-    fsGroup: defaults.runAsUser,
-    seccompProfile: { type: "RuntimeDefault" },
-  };
   return {
     apiVersion: "batch/v1",
     kind: "Job",
@@ -84,18 +86,13 @@ export function desiredPruneJob(
         spec: {
           restartPolicy: "Never",
           automountServiceAccountToken: false,
-          securityContext: security,
+          securityContext: podSecurity(defaults.runAsUser),
           containers: [
             {
               name: "prune",
               image: config.downloaderImage,
               command: ["node", "-e", pruneScript, plan.mountPath, ...keep],
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                capabilities: { drop: ["ALL"] },
-                runAsNonRoot: true,
-                readOnlyRootFilesystem: true,
-              },
+              securityContext: { ...containerSecurity, readOnlyRootFilesystem: true },
               volumeMounts: [{ name: "model", mountPath: plan.mountPath }],
             },
           ],

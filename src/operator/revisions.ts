@@ -7,8 +7,10 @@
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../api/mlmodel.ts";
-import type { OwnerReference } from "../runtime/types.ts";
-import { childLabels, labels } from "./names.ts";
+import { redactUri, uriHasSecrets } from "../downloader/redact.ts";
+import type { OwnerReference } from "../runtime/index.ts";
+import { childLabels, childNames, labels } from "./names.ts";
+import { contentHash, type RecordedSource } from "./plan.ts";
 
 export const defaultRevisionHistoryLimit = 10;
 
@@ -27,6 +29,16 @@ export function specWithScaling(revisionSpec: MLModelSpec, current: MLModelSpec)
   };
 }
 
+/**
+ * A recorded revision served again, today: its serving spec with the user's current scaling and
+ * rollout block (neither is part of a revision, so neither changes which revision it is). What
+ * `mlmodel rollback` writes and what a canary's stable Deployment serves.
+ */
+export function specServedAgain(revisionSpec: MLModelSpec, current: MLModelSpec): MLModelSpec {
+  const { rollout: _recorded, ...rest } = specWithScaling(revisionSpec, current);
+  return { ...rest, ...(current.rollout ? { rollout: current.rollout } : {}) };
+}
+
 export function revisionName(model: string, hash: string): string {
   return `${model}-${hash}`;
 }
@@ -35,8 +47,37 @@ export function revisionHash(rev: V1ControllerRevision): string | undefined {
   return rev.metadata?.labels?.[labels.revision];
 }
 
+/** What a ControllerRevision's data holds. */
+interface RevisionData {
+  /** The serving spec; spec.model.uri redacted when it has credentials in it (then `source`). */
+  spec: MLModelSpec;
+  source?: RecordedSource;
+}
+
 export function revisionSpec(rev: V1ControllerRevision): MLModelSpec | undefined {
-  return (rev.data as { spec?: MLModelSpec } | undefined)?.spec;
+  return (rev.data as Partial<RevisionData> | undefined)?.spec;
+}
+
+/** Where a revision recorded with a redacted URI keeps its content hash and exact URI. */
+export function recordedSource(rev: V1ControllerRevision): RecordedSource | undefined {
+  return (rev.data as Partial<RevisionData> | undefined)?.source;
+}
+
+/**
+ * The data of a new revision of `spec`. A ControllerRevision is readable by anyone who may
+ * read the namespace's apps (the `view` role), so a URI with credentials in it (a pre-signed
+ * URL, a SAS, a token) is recorded redacted; its exact form goes into the revision's URI
+ * Secret (childNames.uriSecret), and its content hash beside the spec, so serving the revision
+ * again reuses the same download.
+ */
+export function revisionData(spec: MLModelSpec, model: string, hash: string): RevisionData {
+  const serving = servingSpec(spec);
+  const uri = spec.model.uri;
+  if (!uri || uri.startsWith("pvc://") || !uriHasSecrets(uri)) return { spec: serving };
+  return {
+    spec: { ...serving, model: { ...serving.model, uri: redactUri(uri) } },
+    source: { content: contentHash(spec), uriSecret: childNames.uriSecret(model, hash) },
+  };
 }
 
 export function newestFirst(revisions: readonly V1ControllerRevision[]): V1ControllerRevision[] {
@@ -67,7 +108,7 @@ export function desiredRevision(
       labels: { ...childLabels(name, "revision"), [labels.revision]: hash },
       ownerReferences: [owner],
     },
-    data: mine?.data ?? { spec: servingSpec(model.spec) },
+    data: mine?.data ?? revisionData(model.spec, name, hash),
     revision: (newest?.revision ?? 0) + 1,
   };
 }
@@ -122,19 +163,46 @@ export function historyEntries(
   return newestFirst(revisions).map((r) => {
     const hash = revisionHash(r) ?? "";
     const spec = revisionSpec(r);
-    const marks = [
-      hash === status?.revision?.current && (status?.phase === "Ready" ? "serving" : "rolling out"),
-      hash === status?.revision?.lastReady && hash !== status?.revision?.current && "last ready",
-    ].filter((m): m is string => typeof m === "string");
     return {
       number: r.revision,
       hash,
-      marks,
-      ...(spec?.model.uri ? { modelURI: spec.model.uri } : {}),
+      marks: status?.revision?.serving?.length ? canaryMarks(hash, status) : plainMarks(hash, status),
+      // Revisions an older operator recorded hold the exact URI.
+      ...(spec?.model.uri ? { modelURI: redactUri(spec.model.uri) } : {}),
       ...(spec?.model.version ? { modelVersion: spec.model.version } : {}),
       ...(spec?.image ? { image: spec.image } : {}),
     };
   });
+}
+
+function plainMarks(hash: string, status: MLModelStatus | undefined): string[] {
+  return [
+    hash === status?.revision?.current && (status?.phase === "Ready" ? "serving" : "rolling out"),
+    hash === status?.revision?.lastReady && hash !== status?.revision?.current && "last ready",
+  ].filter((m): m is string => typeof m === "string");
+}
+
+/**
+ * Marks of a model with a canary (status.revision.serving says what serves): "stable 80%" and
+ * "canary 20%" while one runs (with "waiting", "promoting" or "aborting" when it is), "serving"
+ * outside one, and how the last canary ended on its revision ("aborted").
+ */
+function canaryMarks(hash: string, status: MLModelStatus): string[] {
+  const canary = status.canary;
+  const running = ["Waiting", "Progressing", "Paused", "Promoting", "Aborting"].includes(canary?.phase ?? "");
+  const marks = (status.revision?.serving ?? [])
+    .filter((s) => s.revision === hash)
+    .map((s) => {
+      if (!running) return "serving";
+      return `${s.role === "Canary" ? "canary" : "stable"} ${s.trafficPercent ?? 0}%`;
+    });
+  if (canary?.revision === hash) {
+    if (running && ["Waiting", "Promoting", "Aborting"].includes(canary.phase!))
+      marks.push(`${marks.length ? "" : "canary "}${canary.phase!.toLowerCase()}`);
+    if (canary.phase === "Aborted") marks.push("aborted");
+  }
+  if (marks.length === 0 && hash === status.revision?.lastReady) marks.push("last ready");
+  return marks;
 }
 
 /**

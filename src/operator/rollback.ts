@@ -9,7 +9,9 @@
  */
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { Condition, MLModel, MLModelSpec, MLModelStatus } from "../api/mlmodel.ts";
-import { revisionHash, revisionSpec, specWithScaling } from "./revisions.ts";
+import { redactText } from "../downloader/redact.ts";
+import type { RecordedSource } from "./plan.ts";
+import { recordedSource, revisionHash, revisionSpec, specWithScaling } from "./revisions.ts";
 
 /** Failures of a new revision that the last ready one does not share. */
 const rollbackReasons = new Set([
@@ -62,13 +64,21 @@ export function activeRollback(
   model: MLModel,
   specRevision: string | undefined,
   revisions: readonly V1ControllerRevision[],
-): { failed: FailedRevision; target: V1ControllerRevision; spec: MLModelSpec } | undefined {
+):
+  | { failed: FailedRevision; target: V1ControllerRevision; spec: MLModelSpec; recorded?: RecordedSource }
+  | undefined {
   const failed = model.status?.revision?.failed;
   if (!specRevision || !failed || failed.revision !== specRevision || !autoRollbackOn(model))
     return undefined;
   const target = lastReadyRevision(model.status?.revision?.lastReady, specRevision, revisions);
   if (!target) return undefined;
-  return { failed, target, spec: specWithScaling(revisionSpec(target)!, model.spec) };
+  const recorded = recordedSource(target);
+  return {
+    failed,
+    target,
+    spec: specWithScaling(revisionSpec(target)!, model.spec),
+    ...(recorded ? { recorded } : {}),
+  };
 }
 
 function describeFailed(failed: FailedRevision): string {
@@ -79,11 +89,14 @@ function describeFailed(failed: FailedRevision): string {
 export function withRollback(
   status: MLModelStatus,
   previous: MLModelStatus | undefined,
-  failed: FailedRevision,
+  recordedFailure: FailedRevision,
   target: V1ControllerRevision,
   generation: number,
   now: string,
 ): MLModelStatus {
+  // A record an older operator wrote may quote a URI with credentials in it.
+  const shown = recordedFailure.message === undefined ? undefined : redactText(recordedFailure.message);
+  const failed = shown === recordedFailure.message ? recordedFailure : { ...recordedFailure, message: shown };
   const served = `revision ${target.revision} (${revisionHash(target)})`;
   const message = `rolled back to ${served}: ${describeFailed(failed)}. The spec is unchanged; fix it and the operator rolls forward`;
   const before = previous?.conditions?.find((c) => c.type === "RolledBack" && c.status === "True");

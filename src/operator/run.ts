@@ -1,10 +1,10 @@
 /** Builds the operator process: a Manager with the MLModel controller registered. */
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { type KubeClient, Manager } from "../runtime/index.ts";
-import { kubeClientFor } from "./kube-client.ts";
+import { KubeClient, kubeConnection, loadKubeConfig, Manager } from "../runtime/index.ts";
+import { addMLModelController } from "./mlmodel/controller.ts";
+import { operatorName } from "./names.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
-import { addMLModelController } from "./reconciler.ts";
 
 export interface OperatorOptions extends Partial<OperatorConfig> {
   kubeConfig?: KubeConfig;
@@ -17,13 +17,20 @@ export interface OperatorOptions extends Partial<OperatorConfig> {
   concurrency?: number;
   /** /readyz fails after a cache's list/watch failed this long with no answer (runtime default 10 s). */
   healthGracePeriodMs?: number;
+  /** How often to ask whether the Gateway API (HTTPRoute) is served (runtime default 30 s). */
+  servedPollIntervalMs?: number;
   logger?: Logger;
 }
 
 export const leaseName = "mlmodel-operator";
 
 export async function createOperator(options: OperatorOptions): Promise<Manager> {
-  const client = options.client ?? (options.kubeConfig ? await kubeClientFor(options.kubeConfig) : undefined);
+  // Without a client-node KubeConfig, the runtime's own loader: client-node is not imported.
+  const client =
+    options.client ??
+    (options.kubeConfig
+      ? KubeClient.fromKubeConfig(options.kubeConfig, { userAgent: operatorName })
+      : new KubeClient(kubeConnection(loadKubeConfig()), { userAgent: operatorName }));
   const mgr = new Manager({
     kubeConfig: options.kubeConfig,
     client,
@@ -32,6 +39,9 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
     healthProbeBindAddress: options.healthProbeBindAddress,
     logger: options.logger,
     healthGracePeriodMs: options.healthGracePeriodMs,
+    ...(options.servedPollIntervalMs !== undefined
+      ? { servedPollIntervalMs: options.servedPollIntervalMs }
+      : {}),
     reportingController: "serving.mlmodel.dev/operator",
     ...(options.leaderElectionNamespace
       ? { leaderElection: { name: leaseName, namespace: options.leaderElectionNamespace } }

@@ -2,8 +2,17 @@
  * The MLModel's status as a pure function of what the operator observed. It never claims more
  * than it saw: Ready needs every desired replica of the current revision ready, as pods say.
  */
-import type { V1Deployment, V1Job, V1PersistentVolumeClaim, V1Pod, V1Service } from "@kubernetes/client-node";
+import type {
+  V1Deployment,
+  V1Job,
+  V1JobCondition,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1Service,
+} from "@kubernetes/client-node";
 import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts";
+import { redactText, redactUri } from "../downloader/redact.ts";
+import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
 import type { ServingPlan } from "./plan.ts";
 import { isPodReady, podProblem, terminationMessage } from "./pods.ts";
@@ -21,14 +30,17 @@ export interface Observed {
   /** Why no plan could be made (unknown runtime, unsupported protocol), if so. */
   planFailure?: { reason: string; message: string };
   plan?: ServingPlan;
+  /** The plan whose download `job` is, when not `plan` (a canary's version, downloaded beside it). */
+  downloadPlan?: ServingPlan;
   /** Hash of the desired serving pod template: pods with this revision label are current. */
   revision?: string;
   missing: MissingDependency[];
   storage?: V1PersistentVolumeClaim;
   job?: V1Job;
   jobPods: readonly V1Pod[];
+  /** The model's Deployment (with a canary, the stable one). */
   deployment?: V1Deployment;
-  /** Serving pods of this model, every revision. */
+  /** Serving pods of this model, every revision (a canary's too). */
   pods: readonly V1Pod[];
   service?: V1Service;
 }
@@ -75,30 +87,34 @@ interface Verdict {
   message: string;
 }
 
-interface Partial {
+/** The status being worked out: conditions so far, and the first blocking problem found. */
+interface Draft {
   conditions: Map<ConditionType, { status: "True" | "False" | "Unknown"; reason: string; message: string }>;
   verdict?: Verdict;
 }
 
-function set(
-  p: Partial,
-  type: ConditionType,
-  ok: boolean | "Unknown",
-  reason: string,
-  message: string,
-): void {
+function set(p: Draft, type: ConditionType, ok: boolean | "Unknown", reason: string, message: string): void {
   p.conditions.set(type, { status: ok === "Unknown" ? "Unknown" : ok ? "True" : "False", reason, message });
 }
 
 /** The first blocking problem decides the phase; later steps are then Unknown. */
-function decide(p: Partial, reason: string, message: string, phase?: Phase): void {
+function decide(p: Draft, reason: string, message: string, phase?: Phase): void {
   if (p.verdict) return;
   const chosen: Phase = phase ?? (failureReasons.has(reason) ? "Failed" : "Pending");
   p.verdict = { phase: chosen, reason, message };
 }
 
-function jobFinished(job: V1Job, type: "Complete" | "Failed") {
-  return job.status?.conditions?.find((c) => c.type === type && c.status === "True");
+/** The condition that ended a Job (Complete or Failed), or undefined while it runs. */
+export function jobEnd(job: V1Job): V1JobCondition | undefined {
+  return job.status?.conditions?.find(
+    (c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True",
+  );
+}
+
+/** Where a Job stands: finished (Complete, Failed), Active, or undefined when there is none. */
+export function jobState(job: V1Job | undefined): "Complete" | "Failed" | "Active" | undefined {
+  if (!job) return undefined;
+  return (jobEnd(job)?.type as "Complete" | "Failed" | undefined) ?? "Active";
 }
 
 function newestFirst(pods: readonly V1Pod[]): V1Pod[] {
@@ -106,7 +122,7 @@ function newestFirst(pods: readonly V1Pod[]): V1Pod[] {
   return [...pods].sort((a, b) => (created(a) < created(b) ? 1 : -1));
 }
 
-function downloadStep(o: Observed, p: Partial, plan: ServingPlan): MLModelStatus["download"] {
+function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["download"] {
   if (plan.source.type !== "download") {
     set(
       p,
@@ -145,20 +161,22 @@ function downloadStep(o: Observed, p: Partial, plan: ServingPlan): MLModelStatus
   const jobName = plan.source.jobName;
   if (!job) {
     set(p, "ModelDownloaded", false, "Downloading", `starting download Job ${jobName}`);
-    decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.uri}`, "Downloading");
+    decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.shownUri}`, "Downloading");
     return { job: jobName, jobState: "Pending", attempts: 0 };
   }
   const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0);
-  if (jobFinished(job, "Complete")) {
-    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.uri} is in ${plan.source.dest}`);
+  const end = jobEnd(job);
+  if (end?.type === "Complete") {
+    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
     return { job: jobName, jobState: "Succeeded", attempts };
   }
-  const failed = jobFinished(job, "Failed");
-  if (failed) {
+  if (end?.type === "Failed") {
+    // The downloader redacts its own message; an older or foreign image might not.
     const said = newestFirst(o.jobPods)
       .map((pod) => terminationMessage(pod, "download"))
       .find((m) => m !== undefined);
-    const message = `download of ${plan.source.uri} failed after ${attempts} attempt(s) (${failed.reason ?? "Failed"}): ${said ?? failed.message ?? "no message from the downloader"}`;
+    const saidShown = said === undefined ? undefined : redactText(said);
+    const message = `download of ${plan.source.shownUri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${saidShown ?? end.message ?? "no message from the downloader"}`;
     set(p, "ModelDownloaded", false, "DownloadFailed", message);
     decide(p, "DownloadFailed", `${message}. Fix the cause (URI, credentials) and the download is retried`);
     return { job: jobName, jobState: "Failed", attempts };
@@ -168,16 +186,18 @@ function downloadStep(o: Observed, p: Partial, plan: ServingPlan): MLModelStatus
     set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
     decide(p, problem.reason, `download: ${problem.message}`);
   } else {
-    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`);
-    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.uri}`, "Downloading");
+    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`);
+    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`, "Downloading");
   }
   return { job: jobName, jobState: job.status?.active ? "Running" : "Pending", attempts };
 }
 
-/** Returns the serving pods of the current revision. */
-function servingStep(o: Observed, p: Partial): V1Pod[] {
+/** Returns the serving pods of the current revision (the Deployment's own: a canary's are judged apart). */
+function servingStep(o: Observed, p: Draft): V1Pod[] {
   const d = o.deployment;
-  const current = o.pods.filter((pod) => pod.metadata?.labels?.[labels.revision] === o.revision);
+  const current = o.pods.filter(
+    (pod) => pod.metadata?.labels?.[labels.revision] === o.revision && !pod.metadata?.labels?.[trackLabel],
+  );
   if (!d) {
     set(p, "ServingReady", false, "Deploying", "creating the serving Deployment");
     decide(p, "Deploying", "creating the serving Deployment", "Deploying");
@@ -238,7 +258,7 @@ function urls(o: Observed): Pick<MLModelStatus, "url" | "restURL" | "grpcURL"> {
 }
 
 /** Keeps lastTransitionTime when a condition's status did not change. */
-function withTransitions(previous: readonly Condition[] | undefined, p: Partial, o: Observed): Condition[] {
+function withTransitions(previous: readonly Condition[] | undefined, p: Draft, o: Observed): Condition[] {
   const generation = o.model.metadata.generation ?? 0;
   const order: ConditionType[] = [
     "Ready",
@@ -268,7 +288,7 @@ function withTransitions(previous: readonly Condition[] | undefined, p: Partial,
 /** Operator-owned status (status.download's progress fields belong to the downloader). */
 export function computeStatus(o: Observed): MLModelStatus {
   const previous = o.model.status;
-  const p: Partial = { conditions: new Map() };
+  const p: Draft = { conditions: new Map() };
   let download: MLModelStatus["download"];
   let current: V1Pod[] = [];
 
@@ -283,7 +303,7 @@ export function computeStatus(o: Observed): MLModelStatus {
       decide(p, missing.reason, `${missing.message}; waiting for it to appear`, "Pending");
     } else {
       set(p, "DependenciesReady", true, "Found", "referenced Secrets, ConfigMaps and claims exist");
-      download = downloadStep(o, p, o.plan);
+      download = downloadStep(o, p, o.downloadPlan ?? o.plan);
       if (!p.verdict) current = servingStep(o, p);
     }
   }
@@ -301,11 +321,14 @@ export function computeStatus(o: Observed): MLModelStatus {
   set(p, "Ready", ready, verdict.reason, verdict.message);
 
   const revision = o.revision;
-  const history = [...(previous?.revision?.history ?? [])];
+  // Entries an older operator wrote may hold a URI with credentials in it.
+  const history = (previous?.revision?.history ?? []).map((h) =>
+    h.modelURI ? { ...h, modelURI: redactUri(h.modelURI) } : h,
+  );
   if (ready && revision && history[0]?.revision !== revision) {
     history.unshift({
       revision,
-      ...(o.plan?.spec.model.uri ? { modelURI: o.plan.spec.model.uri } : {}),
+      ...(o.plan?.spec.model.uri ? { modelURI: redactUri(o.plan.spec.model.uri) } : {}),
       ...(o.plan?.spec.model.version ? { modelVersion: o.plan.spec.model.version } : {}),
       ...(o.plan ? { image: o.plan.image } : {}),
       readyAt: o.now,
@@ -333,6 +356,22 @@ export function computeStatus(o: Observed): MLModelStatus {
         }
       : {}),
   };
+}
+
+/**
+ * Status fields the operator owns and applies. The downloader owns status.download's progress
+ * fields: they are left out, so comparing never sees the downloader's changes as the
+ * operator's, and applying never takes their ownership.
+ */
+export function operatorOwned(status: MLModelStatus | undefined): unknown {
+  if (!status) return {};
+  const { download, ...rest } = status;
+  const { job, jobState: js, attempts } = download ?? {};
+  const mine = Object.fromEntries(
+    Object.entries({ job, jobState: js, attempts }).filter(([, v]) => v !== undefined),
+  );
+  // Progress alone (before the operator wrote its fields, or after) is no operator status.
+  return Object.keys(mine).length ? { ...rest, download: mine } : rest;
 }
 
 /** A transition a person should hear about: one Event per change of phase or reason. */

@@ -3,7 +3,7 @@
  *
  * Auth and TLS come from a Connection: the runtime's own kubeconfig loader (kubeconfig.ts:
  * tokens, token files, client certificates, exec plugins, in-cluster service account), or
- * client-node's KubeConfig through `fromKubeConfig`. Headers are asked for before every
+ * client-node's KubeConfig through `fromKubeConfig` (kubeConfigConnection). Headers are asked for before every
  * request (tokens rotate: token files are re-read, exec credentials expire).
  *
  * Every request is counted by verb and HTTP code through `onRequest` listeners (metrics).
@@ -12,7 +12,6 @@
  */
 import type { RequestOptions } from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { Dispatcher } from "undici";
 import { ApiError } from "./errors.ts";
 import { apiVersionOf, collectionPath, kindName, objectPath, type ResourceKind } from "./kinds.ts";
 import { type HttpRequest, type HttpResponse, NodeTransport, type TlsSettings } from "./transport.ts";
@@ -99,11 +98,6 @@ export interface Connection {
    * request (it may be a getter): a different object opens a new connection pool.
    */
   tls?: TlsSettings;
-  /**
-   * Deprecated: an undici Dispatcher carrying the TLS settings. Requests then go through
-   * undici's fetch, loaded on first use (slower and larger than `tls`; see transport.ts).
-   */
-  dispatcher?: Dispatcher;
   headers(): Promise<Record<string, string>>;
 }
 
@@ -122,44 +116,16 @@ export class KubeClient {
     if (!/^https?:\/\//.test(conn.server)) {
       throw new TypeError(`KubeClient server "${conn.server}" must be an http(s):// URL`);
     }
-    // Keep `conn` itself: its dispatcher may be a getter filled on the first request.
+    // Keep `conn` itself: its tls may be a getter filled on the first request.
     this.#conn = conn;
     this.#server = conn.server.replace(/\/+$/, "");
     this.#userAgent = opts.userAgent ?? "mlmodel-runtime";
     this.#transport = new NodeTransport(conn.server);
   }
 
-  /**
-   * Builds a client from client-node's KubeConfig (current context). Its TLS material is read
-   * on the first request; its headers before every request (client-node refreshes tokens).
-   */
+  /** Builds a client from a loaded KubeConfig (current context): see kubeConfigConnection. */
   static fromKubeConfig(kc: KubeConfig, opts: KubeClientOptions = {}): KubeClient {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) {
-      throw new TypeError(`kubeconfig has no current cluster (current-context "${kc.getCurrentContext()}")`);
-    }
-    let tls: TlsSettings | undefined;
-    const headers = async (): Promise<Record<string, string>> => {
-      const https: RequestOptions = {};
-      await kc.applyToHTTPSOptions(https);
-      tls ??= tlsSettings(https, cluster.tlsServerName);
-      const out: Record<string, string> = {};
-      for (const [name, value] of Object.entries(https.headers ?? {})) {
-        if (value !== undefined) out[name] = String(value);
-      }
-      if (typeof https.auth === "string" && !out["Authorization"]) {
-        out["Authorization"] = `Basic ${Buffer.from(https.auth).toString("base64")}`;
-      }
-      return out;
-    };
-    const conn: Connection = {
-      server: cluster.server,
-      headers,
-      get tls() {
-        return tls;
-      },
-    };
-    return new KubeClient(conn, opts);
+    return new KubeClient(kubeConfigConnection(kc), opts);
   }
 
   /** Calls `fn` after every request, with its verb and HTTP code (0: no answer). */
@@ -174,6 +140,30 @@ export class KubeClient {
   ): Promise<T | undefined> {
     try {
       return (await this.#json("get", "GET", objectPath(kind, key, opts.subresource), opts)) as T;
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Discovery of one API group version: the resources it serves, or undefined when the API
+   * server does not serve it (404: e.g. its CRD is not installed). Open to every authenticated
+   * user (the system:discovery role), so it needs no RBAC rule of its own.
+   */
+  async apiResources(
+    group: string,
+    version: string,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ name: string; kind: string; namespaced: boolean }[] | undefined> {
+    const path = group
+      ? `/apis/${encodeURIComponent(group)}/${encodeURIComponent(version)}`
+      : `/api/${version}`;
+    try {
+      const list = (await this.#json("get", "GET", path, opts)) as {
+        resources?: { name: string; kind: string; namespaced: boolean }[];
+      };
+      return list?.resources ?? [];
     } catch (err) {
       if (err instanceof ApiError && err.code === 404) return undefined;
       throw err;
@@ -392,8 +382,7 @@ export class KubeClient {
     if (opts.body !== undefined) req.body = opts.body;
     let res: HttpResponse;
     try {
-      const dispatcher = this.#conn.dispatcher;
-      res = dispatcher ? await viaUndici(req, dispatcher) : await this.#transport.send(req, this.#conn.tls);
+      res = await this.#transport.send(req, this.#conn.tls);
     } catch (err) {
       this.#record({ verb, method, code: 0 });
       throw err;
@@ -419,6 +408,57 @@ export class KubeClient {
   }
 }
 
+/**
+ * The connection of a KubeConfig's current context, with every credential client-node knows:
+ * bearer tokens (also read from a token file, as in-cluster), client certificates, basic auth,
+ * exec plugins and auth providers, impersonation. client-node is asked before every request,
+ * since tokens rotate (it re-reads token files and re-runs exec plugins when their credential
+ * expires). The TLS settings are taken from its first answer and again whenever the CA or
+ * client certificate in an answer changes (an exec plugin may hand out short-lived
+ * certificates; a mounted CA bundle may be replaced): a new settings object, so the transport
+ * opens a new connection pool for it.
+ */
+export function kubeConfigConnection(kc: KubeConfig): Connection {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) {
+    throw new TypeError(`kubeconfig has no current cluster (current-context "${kc.getCurrentContext()}")`);
+  }
+  const secure = cluster.server.startsWith("https:");
+  let tls: TlsSettings | undefined;
+  let identity = "";
+  const headers = async (): Promise<Record<string, string>> => {
+    const https: RequestOptions = {};
+    await kc.applyToHTTPSOptions(https);
+    if (secure) {
+      const now = tlsIdentity(https);
+      if (!tls || now !== identity) {
+        tls = tlsSettings(https, cluster.tlsServerName);
+        identity = now;
+      }
+    }
+    const out: Record<string, string> = {};
+    for (const [name, value] of Object.entries(https.headers ?? {})) {
+      if (value !== undefined) out[name] = String(value);
+    }
+    if (typeof https.auth === "string" && !out["Authorization"]) {
+      out["Authorization"] = `Basic ${Buffer.from(https.auth).toString("base64")}`;
+    }
+    return out;
+  };
+  return {
+    server: cluster.server,
+    headers,
+    get tls() {
+      return tls;
+    },
+  };
+}
+
+/** What the TLS settings are built from: a change means new settings (and a new pool). */
+function tlsIdentity(https: RequestOptions): string {
+  return [https.ca, https.cert, https.key, https.rejectUnauthorized].map((v) => String(v ?? "")).join("\0");
+}
+
 /** The TLS part of client-node's https options. */
 function tlsSettings(https: RequestOptions, servername: string | undefined): TlsSettings {
   const tls: TlsSettings = {};
@@ -428,26 +468,6 @@ function tlsSettings(https: RequestOptions, servername: string | undefined): Tls
   if (https.rejectUnauthorized !== undefined) tls.rejectUnauthorized = https.rejectUnauthorized;
   if (servername) tls.servername = servername;
   return tls;
-}
-
-/** The deprecated path: a caller's undici Dispatcher, through undici's fetch (loaded now). */
-async function viaUndici(req: HttpRequest, dispatcher: Dispatcher): Promise<HttpResponse> {
-  const { fetch } = await import("undici");
-  const init: Parameters<typeof fetch>[1] = {
-    method: req.method,
-    headers: req.headers,
-    signal: req.signal ?? null,
-    dispatcher,
-  };
-  if (req.body !== undefined) init.body = req.body;
-  const res = await fetch(req.url, init);
-  const empty: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
-  return {
-    status: res.status,
-    header: (name) => res.headers.get(name) ?? undefined,
-    text: () => res.text(),
-    body: res.body ?? empty,
-  };
 }
 
 function setParam(q: URLSearchParams, name: string, value: string | number | undefined): void {

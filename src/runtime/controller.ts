@@ -21,12 +21,18 @@ import { WorkQueue } from "./queue.ts";
 import type { ReconcileContext, Reconciler } from "./reconcile.ts";
 import type { Store, StoreChange } from "./store.ts";
 import type { KubeObject, Request } from "./types.ts";
-import { keyString, objectKey, parseKey } from "./types.ts";
+import { isDnsLabel, keyString, objectKey, parseKey } from "./types.ts";
 
 export type MapFunc<T extends KubeObject = KubeObject> = (obj: Readonly<T>) => Request[];
 
 export interface SourceOptions {
   predicates?: Predicate[];
+  /**
+   * The kind may not be served (a CRD that may be missing): its cache runs only while it is
+   * (see OptionalInformer), and when that changes every object of the controller's kind is
+   * reconciled. Reconcilers ask `ctx.served(kind)`.
+   */
+  optional?: boolean;
 }
 
 /** A watched kind and how its changes become requests. */
@@ -34,6 +40,8 @@ export interface Source {
   kind: ResourceKind;
   predicates: Predicate[];
   toRequests(change: StoreChange): Request[];
+  /** The kind may not be served: see SourceOptions.optional. */
+  optional?: boolean;
 }
 
 /** The primary kind: each object is its own request. */
@@ -106,10 +114,17 @@ export function outcomeOf(
   return { result: "error", terminal: false, error };
 }
 
+/** What a controller needs of an informer: its changes, its sync, and (optional kinds) served changes. */
+export type SourceInformer = Pick<Informer, "addHandler" | "waitForSync"> & {
+  onServedChange?(fn: (served: boolean) => void): void;
+};
+
 /** What a controller needs from its manager. */
 export interface ControllerDeps {
-  informer(kind: ResourceKind): Informer | Informer[];
+  informer(kind: ResourceKind): SourceInformer | SourceInformer[];
   store(kind: ResourceKind): Store;
+  /** Whether the cluster serves `kind` (false only for an optional kind that is not served). */
+  served?(kind: ResourceKind): boolean;
   client: KubeClient;
   recorder: EventRecorder;
   log: Logger;
@@ -138,21 +153,18 @@ export class Controller {
   #started = false;
 
   constructor(opts: ControllerOptions, deps: ControllerDeps) {
-    if (!Number.isInteger(opts.concurrency) || opts.concurrency < 1) {
-      throw new RangeError(
-        `controller "${opts.name}" concurrency must be an integer >= 1, got ${opts.concurrency}`,
-      );
-    }
     this.name = opts.name;
     this.forKind = opts.forKind;
     this.sources = opts.sources;
-    this.concurrency = opts.concurrency;
+    this.concurrency = checkedConcurrency(opts.name, opts.concurrency);
     this.#reconciler = opts.reconciler;
     this.#deps = deps;
     this.#clock = deps.clock ?? realClock;
     const queueOpts: ConstructorParameters<typeof WorkQueue>[0] = { clock: this.#clock };
     if (deps.metrics) queueOpts.metrics = deps.metrics.queueHooks(opts.name);
     this.queue = new WorkQueue(queueOpts);
+    // At registration, not at start: start waits for leadership and for the caches.
+    deps.metrics?.initController(opts.name, this.concurrency);
   }
 
   /** Keys whose reconcile is running now. */
@@ -167,12 +179,13 @@ export class Controller {
   async start(): Promise<void> {
     if (this.#started) throw new Error(`controller "${this.name}" started twice`);
     this.#started = true;
-    this.#deps.metrics?.maxConcurrent.set({ controller: this.name }, this.concurrency);
-    const informers: Informer[] = [];
+    const informers: SourceInformer[] = [];
     for (const source of this.sources) {
       for (const inf of [this.#deps.informer(source.kind)].flat()) {
         informers.push(inf);
         inf.addHandler((change) => this.#enqueue(source, change));
+        // A kind that appears or goes may change every object's decision, not just its owners'.
+        inf.onServedChange?.(() => this.#enqueueAll());
       }
     }
     await Promise.all(informers.map((i) => i.waitForSync()));
@@ -204,6 +217,10 @@ export class Controller {
 
   abortInFlight(reason: unknown): void {
     for (const ac of this.#inFlight.values()) ac.abort(reason);
+  }
+
+  #enqueueAll(): void {
+    for (const obj of this.#deps.store(this.forKind).list()) this.queue.add(keyString(objectKey(obj)), "low");
   }
 
   #enqueue(source: Source, change: StoreChange): void {
@@ -247,6 +264,7 @@ export class Controller {
       log,
       client: this.#deps.client,
       cache: <T extends KubeObject>(kind: ResourceKind) => this.#deps.store(kind) as unknown as Store<T>,
+      served: (kind: ResourceKind) => this.#deps.served?.(kind) ?? true,
       recorder: this.#deps.recorder,
     };
     let settled: Parameters<typeof outcomeOf>[0];
@@ -306,6 +324,14 @@ export class Controller {
   }
 }
 
+/** Reconciles of one controller at once: a whole number >= 1, or a RangeError naming the controller. */
+function checkedConcurrency(controller: string, n: number): number {
+  if (!Number.isInteger(n) || n < 1) {
+    throw new RangeError(`controller "${controller}" concurrency must be an integer >= 1, got ${n}`);
+  }
+  return n;
+}
+
 /** Fluent builder: mgr.controller(name).for(kind).owns(kind).watches(kind, map).reconcile(fn). */
 export class ControllerBuilder {
   readonly #name: string;
@@ -313,13 +339,13 @@ export class ControllerBuilder {
   #forKind: ResourceKind | undefined;
   readonly #sources: Source[] = [];
   // owns() sources need the owner kind, known for sure only at reconcile() (for() may come later).
-  readonly #owned: { kind: ResourceKind; predicates: Predicate[] }[] = [];
+  readonly #owned: { kind: ResourceKind; predicates: Predicate[]; optional?: boolean }[] = [];
   #concurrency = 1;
 
   constructor(name: string, register: (opts: ControllerOptions) => Controller) {
-    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+    if (!isDnsLabel(name)) {
       throw new TypeError(
-        `controller name "${name}" must be lowercase letters, digits and '-' (e.g. "podset")`,
+        `controller name "${name}" must be lowercase letters, digits and '-', at most 63 (e.g. "podset")`,
       );
     }
     this.#name = name;
@@ -338,7 +364,11 @@ export class ControllerBuilder {
   }
 
   owns(kind: ResourceKind, opts: SourceOptions = {}): this {
-    this.#owned.push({ kind, predicates: opts.predicates ?? [] });
+    this.#owned.push({
+      kind,
+      predicates: opts.predicates ?? [],
+      ...(opts.optional ? { optional: true } : {}),
+    });
     return this;
   }
 
@@ -347,22 +377,28 @@ export class ControllerBuilder {
     map: MapFunc<T>,
     opts: SourceOptions = {},
   ): this {
-    this.#sources.push(mapSource(kind, map as MapFunc, opts.predicates));
+    this.#sources.push({
+      ...mapSource(kind, map as MapFunc, opts.predicates),
+      ...(opts.optional ? { optional: true } : {}),
+    });
     return this;
   }
 
   concurrency(n: number): this {
-    if (!Number.isInteger(n) || n < 1) {
-      throw new RangeError(`controller "${this.#name}" concurrency must be an integer >= 1, got ${n}`);
-    }
-    this.#concurrency = n;
+    this.#concurrency = checkedConcurrency(this.#name, n);
     return this;
   }
 
   reconcile(fn: Reconciler): Controller {
     const forKind = this.#forKind;
     if (!forKind) throw new Error(`controller "${this.#name}": call for(kind) before reconcile()`);
-    const sources = [...this.#sources, ...this.#owned.map((o) => ownsSource(o.kind, forKind, o.predicates))];
+    const sources = [
+      ...this.#sources,
+      ...this.#owned.map((o) => ({
+        ...ownsSource(o.kind, forKind, o.predicates),
+        ...(o.optional ? { optional: true } : {}),
+      })),
+    ];
     return this.#register({
       name: this.#name,
       forKind,

@@ -15,7 +15,7 @@ export type {
   Verb,
   WatchOptions,
 } from "./client.ts";
-export { KubeClient, WatchInactivityError } from "./client.ts";
+export { KubeClient, kubeConfigConnection, WatchInactivityError } from "./client.ts";
 export type { Clock, Timer } from "./clock.ts";
 export { FakeClock, realClock, sleep } from "./clock.ts";
 export type {
@@ -24,6 +24,7 @@ export type {
   MapFunc,
   Outcome,
   Source,
+  SourceInformer,
   SourceOptions,
 } from "./controller.ts";
 export { Controller, ControllerBuilder, outcomeOf, requestsFor } from "./controller.ts";
@@ -78,6 +79,8 @@ export type { CacheOptions, ManagerOptions } from "./manager.ts";
 export { defaultKubeConfig, LeaderElectionLostError, Manager, shutdownSignal } from "./manager.ts";
 export type { ReconcileOutcome } from "./metrics.ts";
 export { RuntimeMetrics } from "./metrics.ts";
+export type { OptionalInformerOptions } from "./optional-informer.ts";
+export { defaultServedPollIntervalMs, isServed, OptionalInformer } from "./optional-informer.ts";
 export {
   controllerOf,
   controllerOwnerRef,
@@ -127,7 +130,7 @@ export type {
   Status,
   WatchEvent,
 } from "./types.ts";
-export { keyString, objectKey, parseKey } from "./types.ts";
+export { isDnsLabel, keyString, objectKey, parseKey } from "./types.ts";
 export type { Scope, WatcherEvent, WatcherOptions, WatcherState, WatchSource } from "./watcher.ts";
 export {
   clientSource,

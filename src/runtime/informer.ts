@@ -65,6 +65,26 @@ export async function* reflector<T extends KubeObject>(
 
 export type ChangeHandler<T extends KubeObject = KubeObject> = (change: StoreChange<T>) => void;
 
+/**
+ * True at once when already synced; else true when a waiter in `waiters` is called (the owner
+ * calls them all on sync), false when `signal` aborts first.
+ */
+export function waitForSync(
+  synced: boolean,
+  waiters: (() => void)[],
+  signal?: AbortSignal,
+): Promise<boolean> {
+  if (synced) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const onAbort = () => resolve(false);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    waiters.push(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve(true);
+    });
+  });
+}
+
 export interface InformerOptions<T extends KubeObject = KubeObject> {
   scope?: Scope;
   transform?: Transform<T>;
@@ -72,6 +92,8 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   watcher?: Omit<WatcherOptions, "signal">;
   /** How long list/watch errors may go on before health() says unhealthy (default 10 s). */
   healthGracePeriodMs?: number;
+  /** Write into this store instead of a new one (an OptionalInformer keeps one across runs). */
+  store?: MemoryStore<T>;
 }
 
 /** One kind in one scope: a store kept current by a watcher, plus change handlers. */
@@ -97,7 +119,7 @@ export class Informer<T extends KubeObject = KubeObject> {
       this.#watcherOpts.clock ?? realClock,
       opts.healthGracePeriodMs ?? defaultHealthGracePeriodMs,
     );
-    this.store = new MemoryStore<T>(opts.indexes ?? {});
+    this.store = opts.store ?? new MemoryStore<T>(opts.indexes ?? {});
   }
 
   get name(): string {
@@ -129,15 +151,7 @@ export class Informer<T extends KubeObject = KubeObject> {
 
   /** Resolves when the store holds its first full list (or when `signal` aborts). */
   waitForSync(signal?: AbortSignal): Promise<boolean> {
-    if (this.store.hasSynced()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const onAbort = () => resolve(false);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.#syncWaiters.push(() => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve(true);
-      });
-    });
+    return waitForSync(this.store.hasSynced(), this.#syncWaiters, signal);
   }
 
   /** Runs until `signal` aborts. Starting twice returns the same run. */

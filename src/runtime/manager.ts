@@ -29,10 +29,11 @@ import { kindName, validateKind } from "./kinds.ts";
 import { kubeConnection, loadKubeConfig } from "./kubeconfig.ts";
 import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
 import { RuntimeMetrics } from "./metrics.ts";
+import { OptionalInformer } from "./optional-informer.ts";
 import { Reachability } from "./reachability.ts";
 import { closeServer, parseBindAddress, probe, serve } from "./server.ts";
 import { type IndexFunc, MultiStore, type Store } from "./store.ts";
-import type { KubeObject } from "./types.ts";
+import { isDnsLabel, type KubeObject } from "./types.ts";
 
 export interface ManagerOptions {
   /**
@@ -64,12 +65,20 @@ export interface ManagerOptions {
    * errors) before `/readyz` fails naming it (default 10 s; Infinity: never). See docs/runtime.md.
    */
   healthGracePeriodMs?: number;
+  /** How often an optional cache asks discovery whether its kind is served (default 30 s). */
+  servedPollIntervalMs?: number;
 }
 
 export interface CacheOptions<T extends KubeObject = KubeObject> {
   indexes?: Record<string, IndexFunc<T>>;
   labelSelector?: string;
   transform?: Transform<T>;
+  /**
+   * The kind may not be served (a CRD that may be missing, installed later or removed): watch
+   * it only while it is (OptionalInformer). The cache is empty meanwhile and `served(kind)`
+   * says false; controllers with such a source reconcile all their objects when it changes.
+   */
+  optional?: boolean;
 }
 
 export class LeaderElectionLostError extends Error {
@@ -79,10 +88,13 @@ export class LeaderElectionLostError extends Error {
   }
 }
 
+type CacheInformer = Informer | OptionalInformer;
+
 interface CacheEntry {
   kind: ResourceKind;
-  informers: Informer[];
+  informers: CacheInformer[];
   store: Store;
+  optional: boolean;
   /** As registered: a later registration asking for another one would be silently ignored. */
   transform: Transform | undefined;
   labelSelector: string | undefined;
@@ -125,7 +137,7 @@ export class Manager {
         : new KubeClient(kubeConnection(loadKubeConfig())));
     this.client.onRequest(this.metrics.recordRequest);
     for (const ns of opts.namespaces ?? []) {
-      if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns)) {
+      if (!isDnsLabel(ns)) {
         throw new TypeError(`namespaces contains "${ns}", which is not a valid namespace name`);
       }
     }
@@ -167,7 +179,7 @@ export class Manager {
   }
 
   /** All caches registered so far. */
-  get caches(): readonly { kind: ResourceKind; informers: readonly Informer[] }[] {
+  get caches(): readonly { kind: ResourceKind; informers: readonly CacheInformer[] }[] {
     return [...this.#caches.values()];
   }
 
@@ -262,7 +274,17 @@ export class Manager {
     if (!signal.aborted) this.log.info({ caches: all.map((i) => i.name) }, "caches synced");
   }
 
-  async #runInformer(informer: Informer, signal: AbortSignal): Promise<void> {
+  /**
+   * Whether the cluster serves `kind`, as its cache knows: true for a required cache, true for
+   * an optional one while its kind is served and listed, false for a kind not cached.
+   */
+  served(kind: ResourceKind): boolean {
+    const entry = this.#caches.get(kindName(kind));
+    if (!entry) return false;
+    return !entry.optional || entry.informers.every((i) => i instanceof OptionalInformer && i.served());
+  }
+
+  async #runInformer(informer: CacheInformer, signal: AbortSignal): Promise<void> {
     try {
       await informer.run(signal);
     } catch (err) {
@@ -308,10 +330,12 @@ export class Manager {
 
   #addController(opts: ControllerOptions): Controller {
     if (this.#started) throw new Error(`controller "${opts.name}" added after Manager.start`);
-    for (const source of opts.sources) this.#cacheEntry(source.kind, {});
+    for (const source of opts.sources)
+      this.#cacheEntry(source.kind, source.optional ? { optional: true } : {});
     const ctrl = new Controller(opts, {
-      informer: (kind) => this.#cacheEntry(kind, {}).informers,
+      informer: (kind) => this.#caches.get(kindName(kind))?.informers ?? this.#cacheEntry(kind, {}).informers,
       store: (kind) => this.#registeredStore(kind, opts.name),
+      served: (kind) => this.served(kind),
       client: this.client,
       recorder: this.recorder,
       log: this.log,
@@ -341,6 +365,11 @@ export class Manager {
           `${id} is cached as ${existing.kind.version}; cannot also cache it as ${kind.version}`,
         );
       }
+      if (existing.optional && !opts.optional) {
+        throw new Error(
+          `${id} is cached only while it is served (optional); a source or cache that needs it always cannot share that cache: register it as optional too`,
+        );
+      }
       const differs = (what: string, asked: unknown, has: unknown) => {
         if (asked !== undefined && asked !== has)
           throw new Error(
@@ -357,30 +386,45 @@ export class Manager {
     if (this.#started) throw new Error(`cache of ${id} registered after Manager.start`);
     validateKind(kind);
     const namespaces = kind.namespaced && this.#opts.namespaces?.length ? this.#opts.namespaces : [undefined];
-    const informers = namespaces.map(
-      (namespace) =>
-        new Informer(this.client, kind, {
-          scope: {
-            ...(namespace ? { namespace } : {}),
-            ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
-          },
-          transform: opts.transform ?? this.#opts.transform,
-          indexes: opts.indexes ?? {},
-          ...(this.#opts.healthGracePeriodMs !== undefined
-            ? { healthGracePeriodMs: this.#opts.healthGracePeriodMs }
-            : {}),
-          watcher: {
-            ...this.#opts.watcher,
-            clock: this.#clock,
-            reachability: this.reachability,
-            onError: (err, state, retryInMs) =>
-              this.log.warn({ err, cache: id, state: state.kind, retryInMs }, "watch error; retrying"),
-          },
-        }),
-    );
+    const optional = opts.optional === true;
+    const informers: CacheInformer[] = namespaces.map((namespace) => {
+      const informerOpts = {
+        scope: {
+          ...(namespace ? { namespace } : {}),
+          ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+        },
+        transform: opts.transform ?? this.#opts.transform,
+        indexes: opts.indexes ?? {},
+        ...(this.#opts.healthGracePeriodMs !== undefined
+          ? { healthGracePeriodMs: this.#opts.healthGracePeriodMs }
+          : {}),
+        watcher: {
+          ...this.#opts.watcher,
+          clock: this.#clock,
+          reachability: this.reachability,
+          onError: (err: unknown, state: { kind: string }, retryInMs: number) =>
+            this.log.warn({ err, cache: id, state: state.kind, retryInMs }, "watch error; retrying"),
+        },
+      };
+      return optional
+        ? new OptionalInformer(this.client, kind, {
+            ...informerOpts,
+            ...(this.#opts.servedPollIntervalMs !== undefined
+              ? { pollIntervalMs: this.#opts.servedPollIntervalMs }
+              : {}),
+          })
+        : new Informer(this.client, kind, informerOpts);
+    });
     const store =
       informers.length === 1 ? informers[0]!.store : new MultiStore(informers.map((i) => i.store));
-    const entry = { kind, informers, store, transform: opts.transform, labelSelector: opts.labelSelector };
+    const entry = {
+      kind,
+      informers,
+      store,
+      optional,
+      transform: opts.transform,
+      labelSelector: opts.labelSelector,
+    };
     this.#caches.set(id, entry);
     return entry;
   }

@@ -7,6 +7,13 @@ import type { RequestRecord } from "./client.ts";
 import type { QueueMetrics } from "./queue.ts";
 
 export type ReconcileOutcome = "success" | "error" | "requeue" | "requeue_after";
+/** Every value of the `result` label, as controller-runtime names them. */
+export const reconcileOutcomes: readonly ReconcileOutcome[] = [
+  "success",
+  "error",
+  "requeue",
+  "requeue_after",
+];
 
 export class RuntimeMetrics {
   readonly registry: Registry;
@@ -100,6 +107,20 @@ export class RuntimeMetrics {
       "Number of HTTP requests, partitioned by status code, method and verb",
       ["code", "method", "verb"],
     );
+  }
+
+  /**
+   * Gives a controller its series at once, at 0 (or its concurrency), as controller-runtime
+   * does: dashboards and `absent()` alerts work from start-up, not from the first reconcile, and a
+   * standby replica reports its zeros too.
+   */
+  initController(controller: string, concurrency: number): void {
+    const labels = { controller };
+    for (const result of reconcileOutcomes) this.reconcileTotal.inc({ ...labels, result }, 0);
+    this.reconcileErrors.inc(labels, 0);
+    this.terminalErrors.inc(labels, 0);
+    this.activeWorkers.set(labels, 0);
+    this.maxConcurrent.set(labels, concurrency);
   }
 
   /** Queue hooks for one controller's queue (queue name = controller name, as in controller-runtime). */

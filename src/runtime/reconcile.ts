@@ -29,6 +29,12 @@ export interface ReconcileContext {
   client: KubeClient;
   /** Reads: the shared cache of `kind` (registered via for/owns/watches or mgr.cache). */
   cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
+  /**
+   * Whether the cluster serves `kind`: always true for a kind the controller needs, and for an
+   * optional one (owns/watches with `optional: true`) true only while it is served and its
+   * cache holds the full list (an empty cache then means "none", not "not installed").
+   */
+  served(kind: ResourceKind): boolean;
   recorder: EventRecorder;
 }
 

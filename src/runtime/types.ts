@@ -65,6 +65,11 @@ export interface Status {
   details?: { retryAfterSeconds?: number; name?: string; kind?: string; causes?: unknown[] };
 }
 
+/** An RFC 1123 label (a namespace name, a controller name): lowercase letters, digits, '-'; at most 63. */
+export function isDnsLabel(value: string): boolean {
+  return value.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(value);
+}
+
 /** "namespace/name" or "name": the store and queue key of an object. */
 export function keyString(key: ObjectKey): string {
   return key.namespace ? `${key.namespace}/${key.name}` : key.name;

@@ -11,14 +11,8 @@ import assert from "node:assert/strict";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
 import { fakeNode } from "../../src/cluster/bootstrap.ts";
-import { install } from "../../src/operator/install.ts";
-import { kubeClientFor } from "../../src/operator/kube-client.ts";
-import {
-  builtinKinds,
-  type KubeClient,
-  type KubeObject,
-  type ResourceKind,
-} from "../../src/runtime/index.ts";
+import { install } from "../../src/install/install.ts";
+import { builtinKinds, KubeClient, type KubeObject, type ResourceKind } from "../../src/runtime/index.ts";
 import type { PrivateCluster } from "../harness/cluster.ts";
 
 export const driverFieldManager = "chaos-driver";
@@ -65,7 +59,7 @@ export async function prepareCluster(
   namespace: string,
   podCapacity = 1500,
 ): Promise<KubeClient> {
-  const admin = await kubeClientFor(cluster.kubeConfig());
+  const admin = KubeClient.fromKubeConfig(cluster.kubeConfig());
   await install(admin);
   await admin.apply(
     builtinKinds.Namespace,

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
-import { defaultUnreachableMaxMs } from "../../src/runtime/watcher.ts";
+import { defaultUnreachableMaxMs } from "../../src/runtime/index.ts";
 import { assertConverged } from "./churn.ts";
 import { killScenario, leaderScenario, type OutageResult, outageScenario } from "./scenarios.ts";
 

@@ -1,7 +1,8 @@
 /**
  * The reliability scenarios, each on a PRIVATE control plane of its own (faults never reach
- * the tests running beside them). Each returns figures; the short test (chaos.short.test.ts)
- * and `npm run test:chaos` (scripts/chaos.ts) run them at two sizes and assert on the figures.
+ * the tests running beside them). Each returns figures; the short tests (faults.short.test.ts,
+ * input.short.test.ts) and `npm run test:chaos` (scripts/chaos.ts) run them at two sizes and
+ * assert on the figures.
  */
 import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -9,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
-import { defaultOperatorNamespace } from "../../src/operator/manifests.ts";
+import { defaultOperatorNamespace } from "../../src/install/manifests.ts";
 import { leaseName } from "../../src/operator/run.ts";
 import {
   builtinKinds,
@@ -352,6 +353,11 @@ export async function outageScenario(opts: {
   longOutageMs?: number;
 }): Promise<OutageResult> {
   const s = await stage("chaos-outage");
+  // The background loops stop in `finally` too: a throw mid-scenario must not leave them
+  // running (they kept the test process alive until the runner's timeout).
+  let probing = true;
+  let churning = true;
+  const loops: Promise<void>[] = [];
   try {
     const op = await s.start();
     await waitReady(op);
@@ -360,7 +366,6 @@ export async function outageScenario(opts: {
     await waitConverged(s.admin, chaosNamespace, churn.wishes);
     const readyz: Record<string, number> = {};
     const healthz: Record<string, number> = {};
-    let probing = true;
     let outage = false;
     const prober = (async () => {
       while (probing) {
@@ -372,13 +377,13 @@ export async function outageScenario(opts: {
         await sleep(250);
       }
     })();
-    let churning = true;
     const driver = drive(
       2,
       0,
       () => churn.step({ create: 0.1, update: 0.8 }).then(() => sleep(50)),
       () => !churning,
     );
+    loops.push(prober, driver);
     await sleep(3000);
     outage = true;
     opts.log("restarting the API server (3 s down)");
@@ -417,6 +422,9 @@ export async function outageScenario(opts: {
       report,
     };
   } finally {
+    probing = false;
+    churning = false;
+    await Promise.allSettled(loops);
     await s.stop();
   }
 }

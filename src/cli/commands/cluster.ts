@@ -1,4 +1,4 @@
-/** `mlmodel cluster up|down|status|kubeconfig`: the local control plane. */
+/** `mlmodel cluster up|down|status|kubeconfig|load-image`: the local control plane (and its real node). */
 import { existsSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
@@ -6,8 +6,13 @@ import {
   ClusterError,
   defaultClusterDir,
   down,
+  gatewayApiVersion,
   kubeconfigPath,
+  kwokTaint,
+  loadImage,
+  NodeError,
   readState,
+  realNodeDefaults,
   status,
   up,
   versions,
@@ -17,28 +22,41 @@ import { CliError } from "../errors.ts";
 export const summary =
   "run a local Kubernetes control plane (etcd, apiserver, controller-manager, scheduler, kwok)";
 
-const help = `Usage: mlmodel cluster <up|down|status|kubeconfig> [--dir DIR]
+const help = `Usage: mlmodel cluster <up|down|status|kubeconfig|load-image> [--dir DIR]
 
 Runs Kubernetes ${versions.kubernetes} (etcd ${versions.etcd}, kwok ${versions.kwok} for fake nodes and pods)
 on 127.0.0.1. Binaries come from MLMODEL_CONTROLPLANE_BIN_DIR, else a cache in
 ~/.cache/mlmodel (MLMODEL_CACHE_DIR), else are built from Go modules (needs Go 1.26+).
 
+With --real-node (Linux, root) a real node joins: kubelet, containerd + runc, kube-proxy and a
+storage provisioner, so pods really run. Missing Debian packages are installed with apt-get.
+One real node per machine. What it changes on the machine, and undoes at down: docs/real-node.md.
+
 Commands:
-  up           start a cluster and print its kubeconfig path
-  down         stop every process of the cluster and remove its state
-  status       each component's health (exit 1 when any is unhealthy)
-  kubeconfig   print the kubeconfig path again
+  up                 start a cluster and print its kubeconfig path
+  down               stop every process of the cluster (and undo its real node), remove its state
+  status             each component's health, and the real node's (exit 1 when any is unhealthy)
+  kubeconfig         print the kubeconfig path again
+  load-image ARCHIVE import an image archive (OCI or Docker) into the real node's containerd
 
 Flags:
   --dir DIR             state directory (default: ${defaultClusterDir()}); one cluster per dir
   --apiserver-port N    (up) serve the API on this port instead of a free one
-  --nodes N             (up) number of kwok nodes, the first with one nvidia.com/gpu (default 3)
+  --nodes N             (up) number of kwok nodes, the first with one nvidia.com/gpu (default 3;
+                        0 with --real-node, where kwok nodes are tainted ${kwokTaint.key}=${kwokTaint.value}:${kwokTaint.effect})
+  --real-node           (up) add a real node (${realNodeDefaults.nodeName}, ${realNodeDefaults.nodeIp} on bridge ${realNodeDefaults.bridge})
+  --image ARCHIVE       (up --real-node) import this image archive too; repeat for more
+  --node-wait SECONDS   (up --real-node) wait this long for another cluster's real node to
+                        stop (default 0: fail at once, naming that cluster's dir)
+  --gateway-api         (up) also install the Gateway API CRDs (${gatewayApiVersion}, standard channel)
 
 Examples:
   mlmodel cluster up
   kubectl --kubeconfig "$(mlmodel cluster kubeconfig)" get nodes
   mlmodel cluster up --dir /tmp/c2 --apiserver-port 16443
-  mlmodel cluster down --dir /tmp/c2`;
+  mlmodel cluster down --dir /tmp/c2
+  sudo mlmodel cluster up --real-node --image ./mlserver.tar
+  mlmodel cluster load-image ./my-image.tar`;
 
 function parse(argv: string[]) {
   try {
@@ -49,6 +67,10 @@ function parse(argv: string[]) {
         dir: { type: "string" },
         "apiserver-port": { type: "string" },
         nodes: { type: "string" },
+        "gateway-api": { type: "boolean" },
+        "real-node": { type: "boolean" },
+        image: { type: "string", multiple: true },
+        "node-wait": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -79,13 +101,29 @@ export async function run(argv: string[]): Promise<number> {
   try {
     switch (action) {
       case "up": {
+        const realNode = values["real-node"] === true;
+        if (!realNode && (values.image || values["node-wait"] !== undefined))
+          throw new CliError("--image and --node-wait go with --real-node (kwok nodes run no images)", 2);
+        const nodeWait = integerFlag("node-wait", values["node-wait"], 0, 86_400);
         const state = await up({
           dir,
           apiserverPort: integerFlag("apiserver-port", values["apiserver-port"], 1, 65535),
-          nodes: integerFlag("nodes", values.nodes, 1, 1000),
+          nodes: integerFlag("nodes", values.nodes, realNode ? 0 : 1, 1000),
+          gatewayApi: values["gateway-api"] === true,
+          realNode,
+          images: values.image,
+          nodeLockWaitMs: nodeWait === undefined ? undefined : nodeWait * 1000,
           progress: log,
         });
         console.error(`[cluster] Kubernetes ${state.kubernetesVersion} is up at ${state.server}`);
+        if (state.realNode) {
+          console.error(
+            `[cluster] real node ${state.realNode.nodeName} at ${state.realNode.nodeIp} (pods: ${state.realNode.podCidr}); default StorageClass ${state.realNode.storageClass}`,
+          );
+          console.error(
+            `[cluster] local images: ${state.realNode.images.pause.name}, ${state.realNode.images.busybox.name} (imagePullPolicy: IfNotPresent or Never)`,
+          );
+        }
         console.error(`[cluster] kubeconfig: ${state.kubeconfig}`);
         console.error(`[cluster] try: kubectl --kubeconfig ${state.kubeconfig} get nodes`);
         console.log(state.kubeconfig);
@@ -98,7 +136,9 @@ export async function run(argv: string[]): Promise<number> {
             ? `[cluster] stopped ${result.stopped.length ? result.stopped.join(", ") : "nothing (no process was running)"}; removed ${dir}`
             : `[cluster] no cluster in ${dir}; nothing to stop`,
         );
-        return 0;
+        for (const leftover of result?.leftovers ?? [])
+          console.error(`[cluster] could not undo: ${leftover}`);
+        return result?.leftovers.length ? 1 : 0;
       }
       case "status": {
         const result = await status(dir);
@@ -114,7 +154,25 @@ export async function run(argv: string[]): Promise<number> {
             `  ${c.component.padEnd(24)} pid ${String(c.pid).padEnd(8)} ${c.healthy ? "healthy" : "UNHEALTHY"}  ${c.detail}`,
           );
         }
-        return result.components.every((c) => c.healthy) ? 0 : 1;
+        const node = result.node;
+        if (node) {
+          const why = [node.reason, node.message].filter(Boolean).join(": ");
+          console.log(
+            `  node ${node.nodeName.padEnd(19)} ${node.kubeletVersion ?? ""} Ready=${node.ready}${why ? `  (${why})` : ""}`,
+          );
+        }
+        const nodeReady = !node || node.ready === "True";
+        return result.components.every((c) => c.healthy) && nodeReady ? 0 : 1;
+      }
+      case "load-image": {
+        const archives = positionals.slice(1);
+        if (archives.length === 0)
+          throw new CliError("load-image needs an image archive: mlmodel cluster load-image ARCHIVE", 2);
+        for (const archive of archives) {
+          const names = await loadImage(dir, archive);
+          console.error(`[cluster] imported ${archive}: ${names.join(", ") || "(no named image in it)"}`);
+        }
+        return 0;
       }
       case "kubeconfig": {
         if (!(await readState(dir)) || !existsSync(kubeconfigPath(dir))) {
@@ -124,10 +182,14 @@ export async function run(argv: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw new CliError(`unknown cluster command "${action}"; expected up, down, status or kubeconfig`, 2);
+        throw new CliError(
+          `unknown cluster command "${action}"; expected up, down, status, kubeconfig or load-image`,
+          2,
+        );
     }
   } catch (err) {
-    if (err instanceof ClusterError || err instanceof BinaryError) throw new CliError(err.message);
+    if (err instanceof ClusterError || err instanceof BinaryError || err instanceof NodeError)
+      throw new CliError(err.message);
     throw err;
   }
 }

@@ -24,7 +24,24 @@ const shells = ["bash", "zsh"] as const;
 export const commandFlags: Record<string, string[]> = {
   status: ["--namespace", "--all-namespaces", "--watch", "--output", "--kubeconfig", "--color", "--help"],
   describe: ["--namespace", "--output", "--kubeconfig", "--color", "--help"],
+  promote: ["--step", "--namespace", "--kubeconfig", "--color", "--help"],
+  rollback: ["--to-revision", "--namespace", "--kubeconfig", "--color", "--help"],
+  history: ["--namespace", "--output", "--kubeconfig", "--color", "--help"],
   completion: ["bash", "zsh"],
+  cluster: [
+    "up",
+    "down",
+    "status",
+    "kubeconfig",
+    "load-image",
+    "--dir",
+    "--apiserver-port",
+    "--nodes",
+    "--real-node",
+    "--image",
+    "--node-wait",
+    "--help",
+  ],
 };
 
 /** Commands listed by `mlmodel --help` ("  name   summary" lines under "Commands:"). */

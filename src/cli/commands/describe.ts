@@ -1,8 +1,9 @@
 /** `mlmodel describe NAME`: one MLModel in full: status, conditions, revisions, children, events. */
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
+import { httpRouteKind } from "../../operator/canary/desired.ts";
 import { labels } from "../../operator/names.ts";
-import { builtinKinds, type KubeClient, type KubeObject } from "../../runtime/index.ts";
+import { ApiError, builtinKinds, type KubeClient, type KubeObject } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
 import { type ChildSummary, type EventObject, renderDescribe, summarizeChild } from "../views/describe.ts";
 import {
@@ -12,6 +13,7 @@ import {
   openSession,
   outputFormat,
   parseModelCommand,
+  redacted,
   serialize,
   styleFromFlag,
 } from "../views/session.ts";
@@ -24,7 +26,9 @@ const help = `Usage: mlmodel describe NAME [flags]
 Shows one MLModel: its phase and message, model source, runtime, replicas, URLs, download
 progress, every condition (the one that explains a problem is marked), the revision history,
 the objects the operator made for it (claim, download Job, Deployment, Service, pods,
-autoscaler) with their state, and the events about the model and its children.
+autoscaler, and a canary's Deployment, Services and HTTPRoute) with their state, the canary
+(its phase, step, split, URLs, and each revision serving with its replicas and share of the
+traffic), and the events about the model and its children.
 
 Flags:
   -o, --output FORMAT    text (default), json or yaml (the model, its children and events)
@@ -47,7 +51,14 @@ const childKinds = [
 
 async function readChildren(client: KubeClient, namespace: string, name: string): Promise<KubeObject[]> {
   const labelSelector = `${labels.model}=${name}`;
-  const lists = await Promise.all(childKinds.map((kind) => client.list(kind, { namespace, labelSelector })));
+  const lists = await Promise.all([
+    ...childKinds.map((kind) => client.list(kind, { namespace, labelSelector })),
+    // A canary's HTTPRoute, where the cluster has the Gateway API (a 404: it does not).
+    client.list(httpRouteKind, { namespace, labelSelector }).catch((err: unknown) => {
+      if (err instanceof ApiError && err.code === 404) return { items: [] as KubeObject[] };
+      throw err;
+    }),
+  ]);
   return lists.flatMap((l) => l.items);
 }
 
@@ -81,10 +92,11 @@ export async function run(argv: string[]): Promise<number> {
   const style = styleFromFlag(flags.color);
   const { client, namespace } = await openSession(flags);
   try {
-    const model = await client.get<MLModel>(mlModelKind, { namespace, name });
-    if (!model) throw new CliError(`MLModel "${name}" not found in namespace "${namespace}"`);
-    const children = await readChildren(client, namespace, name);
-    const events = await readEvents(client, model, children);
+    const found = await client.get<MLModel>(mlModelKind, { namespace, name });
+    if (!found) throw new CliError(`MLModel "${name}" not found in namespace "${namespace}"`);
+    const model = redacted(found);
+    const children = redacted(await readChildren(client, namespace, name));
+    const events = redacted(await readEvents(client, model, children));
     if (format === "json" || format === "yaml") {
       const all = [model, ...children, ...events].map(forDisplay);
       process.stdout.write(serialize(all, format, false));

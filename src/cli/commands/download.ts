@@ -1,10 +1,13 @@
 // `mlmodel download --uri URI --dest DIR [--sha256 HEX]`: what the download Job runs.
 // Exit 0 = DEST holds the complete model (or pvc:// content verified in place); exit 1 = failed,
 // exit 2 = bad flags, with one line `<uri>: <Reason>: <detail>` on stderr and in the termination log.
+// Every line it prints shows the URI redacted (credentials in it hidden); only the download
+// itself uses the exact URI, which the Job passes through --uri-from-env when it has credentials.
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
   exitCodes,
+  modelUriEnv,
   progressIntervalMs,
   terminationLogEnv,
   terminationLogPath,
@@ -13,19 +16,22 @@ import { normalizeSha256 } from "../../downloader/digest.ts";
 import { type DownloadOptions, defaultDownloadOptions, download } from "../../downloader/download.ts";
 import { DownloadError, failureLine, toDownloadError } from "../../downloader/errors.ts";
 import { formatBytes, Progress, progressLine } from "../../downloader/progress.ts";
+import { redactUri, uriScrubber } from "../../downloader/redact.ts";
 import { kubeConfigSender, StatusReporter, statusTargetFromEnv } from "../../downloader/status-reporter.ts";
 import { CliError } from "../errors.ts";
 
 export const summary = "Download a model into a directory (run by the download Job)";
 
-const help = `Usage: mlmodel download --uri URI --dest DIR [--sha256 HEX] [flags]
+const help = `Usage: mlmodel download (--uri URI | --uri-from-env VAR) --dest DIR [--sha256 HEX] [flags]
 
 URI forms: https://host/file, s3://bucket/prefix, gs://bucket/prefix,
   azblob://account/container/prefix (or https://account.blob.core.windows.net/...),
   hf://org/repo[@revision][/path], pvc://claim/path (verified in place, not copied)
 
 Flags:
-  --uri URI            where the model is (required)
+  --uri URI            where the model is (this or --uri-from-env is required)
+  --uri-from-env VAR   read the URI from environment variable VAR (the Job sets ${modelUriEnv} from a
+                       Secret when the URI has credentials in it, e.g. a pre-signed URL)
   --dest DIR           directory to publish into; must not exist or be replaceable (required but for pvc://)
   --sha256 HEX         expected digest (of the object, or of the sorted manifest for a prefix)
   --parallel N         files downloaded at once (default ${defaultDownloadOptions.parallel})
@@ -72,6 +78,7 @@ function parseFlags(argv: string[]) {
       strict: true,
       options: {
         uri: { type: "string" },
+        "uri-from-env": { type: "string" },
         dest: { type: "string" },
         sha256: { type: "string" },
         parallel: { type: "string" },
@@ -111,12 +118,35 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
-export function usageLine(argv: string[], err: Error): string {
-  const at = argv.indexOf("--uri");
-  const uri =
-    (at >= 0 ? argv[at + 1] : argv.find((a) => a.startsWith("--uri="))?.slice(6)) || "mlmodel download";
+function flagValue(argv: string[], flag: string): string | undefined {
+  const at = argv.indexOf(flag);
+  return at >= 0 ? argv[at + 1] : argv.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1);
+}
+
+export function usageLine(argv: string[], err: Error, env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = flagValue(argv, "--uri-from-env");
+  const uri = flagValue(argv, "--uri") || (fromEnv ? env[fromEnv] : undefined);
   const first = err.message.split("\n")[0];
-  return `${uri}: InvalidArgument: ${first}; check the download Job's args (mlmodel download --help)`;
+  const line = `${uri || "mlmodel download"}: InvalidArgument: ${first}; check the download Job's args (mlmodel download --help)`;
+  return uri ? uriScrubber(uri)(line) : line;
+}
+
+/** The exact URI: from --uri, or from the environment variable --uri-from-env names. */
+function exactUri(flags: { uri?: string; "uri-from-env"?: string }): string {
+  const name = flags["uri-from-env"];
+  if (flags.uri !== undefined && name !== undefined)
+    throw new CliError(`give --uri or --uri-from-env, not both\n\n${help}`, 2);
+  if (name === undefined) {
+    if (!flags.uri) throw new CliError(`--uri (or --uri-from-env) is required\n\n${help}`, 2);
+    return flags.uri;
+  }
+  const uri = process.env[name];
+  if (!uri)
+    throw new CliError(
+      `--uri-from-env ${name}: the environment variable ${name} is not set or empty (the download Job sets it from the model's URI Secret)`,
+      2,
+    );
+  return uri;
 }
 
 async function runDownload(argv: string[]): Promise<number> {
@@ -125,11 +155,12 @@ async function runDownload(argv: string[]): Promise<number> {
     console.log(help);
     return 0;
   }
-  if (!flags.uri) throw new CliError(`--uri is required\n\n${help}`, 2);
-  const uri = flags.uri;
+  const uri = exactUri(flags);
+  // Whatever is printed or reported (progress, errors an SDK or a server echoed) goes through it.
+  const scrub = uriScrubber(uri);
   const quiet = flags.quiet === true;
   const log = (line: string) => {
-    if (!quiet) process.stderr.write(`${line}\n`);
+    if (!quiet) process.stderr.write(`${scrub(line)}\n`);
   };
   const progress = new Progress();
   const controller = new AbortController();
@@ -174,7 +205,7 @@ async function runDownload(argv: string[]): Promise<number> {
   } catch (raw) {
     if (raw instanceof CliError) throw raw;
     const err = raw instanceof DownloadError ? raw : toDownloadError(raw);
-    const line = failureLine(uri, err);
+    const line = scrub(failureLine(redactUri(uri), err));
     progress.setPhase("Failed", line);
     await reporter?.flush(progress.snapshot());
     process.stderr.write(`${line}\n`);

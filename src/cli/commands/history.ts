@@ -12,6 +12,7 @@ import {
   openSession,
   outputFormat,
   parseModelCommand,
+  redacted,
   styleFromFlag,
 } from "../views/session.ts";
 import { renderTable } from "../views/table.ts";
@@ -65,7 +66,7 @@ export async function run(argv: string[]): Promise<number> {
   const { client, namespace } = await openSession(flags);
   try {
     const { model, revisions } = await readRevisions(client, namespace, name);
-    const entries = historyEntries(revisions, model.status);
+    const entries = redacted(historyEntries(revisions, model.status));
     if (format === "json") {
       process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
       return 0;

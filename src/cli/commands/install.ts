@@ -1,11 +1,11 @@
 /** `mlmodel install`: CRDs, built-in runtimes and the operator's RBAC, applied to a cluster. */
 import { stringify } from "yaml";
-import { install } from "../../operator/install.ts";
-import { kubeClientFor } from "../../operator/kube-client.ts";
-import { defaultOperatorNamespace, installManifests } from "../../operator/manifests.ts";
+import { install } from "../../install/install.ts";
+import { defaultOperatorNamespace, installManifests } from "../../install/manifests.ts";
+import { isDnsLabel } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
 import { parseCommandLine } from "../views/session.ts";
-import { loadKubeConfig } from "./kubeconfig-flag.ts";
+import { cliClient, loadKubeConfig } from "./kubeconfig-flag.ts";
 
 export const summary = "install CRDs, built-in serving runtimes and operator RBAC into a cluster";
 
@@ -41,9 +41,9 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const namespace = values.namespace ?? defaultOperatorNamespace;
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace)) {
+  if (!isDnsLabel(namespace)) {
     throw new CliError(
-      `--namespace "${namespace}" is not a valid namespace name (lowercase letters, digits, '-')`,
+      `--namespace "${namespace}" is not a valid namespace name (lowercase letters, digits, '-', at most 63)`,
       2,
     );
   }
@@ -53,7 +53,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const kc = loadKubeConfig(values.kubeconfig, "pass --kubeconfig PATH or set KUBECONFIG");
-  await install(await kubeClientFor(kc), { namespace, progress: (line) => console.log(line) });
+  await install(cliClient(kc), { namespace, progress: (line) => console.log(line) });
   console.log(
     `installed; run the operator with: mlmodel operator${values.kubeconfig ? ` --kubeconfig ${values.kubeconfig}` : ""}`,
   );

@@ -1,5 +1,6 @@
 /** The --kubeconfig flag of install, operator and start: load it, or say why it cannot be used. */
 import { KubeConfig } from "@kubernetes/client-node";
+import { KubeClient } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
 
 /** Loads PATH, else the default chain ($KUBECONFIG, ~/.kube/config, in-cluster). */
@@ -13,4 +14,9 @@ export function loadKubeConfig(path: string | undefined, hint: string): KubeConf
   }
   if (!kc.getCurrentCluster()) throw new CliError(`no cluster configured: ${hint}`);
   return kc;
+}
+
+/** The CLI's API client: the runtime's, with every credential form client-node knows. */
+export function cliClient(kc: KubeConfig): KubeClient {
+  return KubeClient.fromKubeConfig(kc, { userAgent: "mlmodel-cli" });
 }

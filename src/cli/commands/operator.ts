@@ -2,8 +2,9 @@
 import { Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import pino, { type Logger } from "pino";
+import { redactText } from "../../downloader/redact.ts";
+import { defaultConcurrency } from "../../operator/mlmodel/controller.ts";
 import { defaultOperatorConfig } from "../../operator/plan.ts";
-import { defaultConcurrency } from "../../operator/reconciler.ts";
 import { createOperator } from "../../operator/run.ts";
 import {
   KubeClient,
@@ -104,7 +105,20 @@ export function loggerFor(level: string, format: string): Logger {
   }
   if (format !== "json" && format !== "text")
     throw new CliError(`--log-format "${format}" must be json or text`, 2);
-  return format === "json" ? pino({ level }) : pino({ level }, textStream());
+  const out = format === "json" ? pino.destination(1) : textStream();
+  return pino({ level }, redacting(out));
+}
+
+/**
+ * Log lines leave with every URI in them redacted (redactText): a model URI may be a
+ * pre-signed URL, and an error the API server or a library returns may quote one.
+ */
+export function redacting(out: { write(line: string): unknown }): { write(line: string): void } {
+  return {
+    write: (line) => {
+      out.write(redactText(line));
+    },
+  };
 }
 
 /**

@@ -12,13 +12,13 @@ import { parseAllDocuments } from "yaml";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { status as clusterStatus, defaultClusterDir, kubeconfigPath, up } from "../../cluster/index.ts";
-import { install } from "../../operator/install.ts";
-import { kubeClientFor } from "../../operator/kube-client.ts";
+import { install } from "../../install/install.ts";
 import { childNames } from "../../operator/names.ts";
 import { createOperator } from "../../operator/run.ts";
 import { builtinKinds, type KubeClient, type KubeObject, shutdownSignal } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
 import { parseCommandLine } from "../views/session.ts";
+import { cliClient } from "./kubeconfig-flag.ts";
 
 export const summary = "start everything: local cluster (or KUBECONFIG), install, operator, a sample model";
 
@@ -140,7 +140,7 @@ export async function run(argv: string[]): Promise<number> {
   const namespace = values.namespace ?? "default";
 
   const { kc, local } = await kubeConfigOrLocalCluster(values.kubeconfig);
-  const client = await kubeClientFor(kc);
+  const client = cliClient(kc);
   console.log("installing CRDs, built-in runtimes and RBAC");
   await install(client);
 

@@ -12,10 +12,11 @@ import {
   openSession,
   outputFormat,
   parseCommandLine,
+  redacted,
   serialize,
   styleFromFlag,
 } from "../views/session.ts";
-import { renderStatusTable, statusHeadersFor, statusRow } from "../views/status.ts";
+import { hasRunningCanary, renderStatusTable, statusHeadersFor, statusRow } from "../views/status.ts";
 import type { Style } from "../views/style.ts";
 import { renderTable } from "../views/table.ts";
 
@@ -26,7 +27,9 @@ const help = `Usage: mlmodel status [NAME] [flags]
 Shows MLModels as a table: PHASE, READY (ready/desired replicas), DOWNLOAD (progress of the
 model download), URL, AGE and, when a model is not Ready, PROBLEM: the condition that says
 why (e.g. ModelDownloaded=False DownloadFailed: ...). A PHASE ending in * describes an older
-generation of the spec (the operator has not caught up yet).
+generation of the spec (the operator has not caught up yet). While a model runs a canary, a
+CANARY column shows the split: each serving revision with its ready/total replicas and share
+of the traffic, the step and the canary's phase (e.g. r3 4/4 80% · r4 1/1 20% · step 1/1 Paused).
 
 Flags:
   -A, --all-namespaces   every namespace
@@ -55,9 +58,11 @@ async function fetchModels(q: Query): Promise<MLModel[]> {
     if (q.name) {
       const model = await q.client.get<MLModel>(mlModelKind, { namespace: q.namespace, name: q.name });
       if (!model) throw new CliError(`MLModel "${q.name}" not found in namespace "${q.namespace}"`);
-      return [model];
+      return [redacted(model)];
     }
-    return (await q.client.list<MLModel>(mlModelKind, q.namespace ? { namespace: q.namespace } : {})).items;
+    return redacted(
+      (await q.client.list<MLModel>(mlModelKind, q.namespace ? { namespace: q.namespace } : {})).items,
+    );
   } catch (err) {
     throw explainApiError(err);
   }
@@ -105,9 +110,10 @@ function changeLine(
   deleted: boolean,
 ): string {
   if (format !== "table") return render([m], format, style, allNamespaces, true);
-  const row = statusRow(m, { now: new Date(), style, showNamespace: allNamespaces });
+  const showCanary = hasRunningCanary(m);
+  const row = statusRow(m, { now: new Date(), style, showNamespace: allNamespaces, showCanary });
   if (deleted) row[allNamespaces ? 2 : 1] = "Deleted";
-  return `${renderTable(statusHeadersFor(allNamespaces), [row], style).split("\n")[1]}\n`;
+  return `${renderTable(statusHeadersFor(allNamespaces, showCanary), [row], style).split("\n")[1]}\n`;
 }
 
 /**
@@ -128,19 +134,17 @@ async function watch(q: Query, format: OutputFormat, style: Style, allNamespaces
     for await (const event of watcher(source, { signal })) {
       if (event.type === "init") models.clear();
       else if (event.type === "initApply") {
-        if (selected(event.object)) models.set(key(event.object), event.object);
+        if (selected(event.object)) models.set(key(event.object), redacted(event.object));
       } else if (event.type === "initDone") {
         if (redraw) process.stdout.write(`\x1b[H\x1b[2J${showAll() || "No MLModels found.\n"}`);
         else if (!printedOnce) process.stdout.write(showAll());
         printedOnce = true;
       } else if (selected(event.object)) {
-        if (event.type === "delete") models.delete(key(event.object));
-        else models.set(key(event.object), event.object);
+        const model = redacted(event.object);
+        if (event.type === "delete") models.delete(key(model));
+        else models.set(key(model), model);
         if (redraw) process.stdout.write(`\x1b[H\x1b[2J${showAll() || "No MLModels found.\n"}`);
-        else
-          process.stdout.write(
-            changeLine(event.object, format, style, allNamespaces, event.type === "delete"),
-          );
+        else process.stdout.write(changeLine(model, format, style, allNamespaces, event.type === "delete"));
       }
     }
   } catch (err) {

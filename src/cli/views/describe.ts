@@ -6,7 +6,7 @@
 import type { MLModel } from "../../api/mlmodel.ts";
 import type { KubeObject } from "../../runtime/index.ts";
 import { formatAge, formatBytes, oneLine, progressBar } from "./format.ts";
-import { desiredReplicas, explainingCondition, isStale, phaseCell } from "./status.ts";
+import { desiredReplicas, explainingCondition, hasRunningCanary, isStale, phaseCell } from "./status.ts";
 import type { Style } from "./style.ts";
 import { renderTable } from "./table.ts";
 
@@ -102,6 +102,11 @@ export function summarizeChild(obj: Loose): ChildSummary {
     case "Pod":
       state = podState(obj);
       break;
+    case "HTTPRoute": {
+      const refs: { name?: string; weight?: number }[] = obj.spec?.rules?.[0]?.backendRefs ?? [];
+      state = refs.map((b) => `${b.name} ${b.weight ?? 1}`).join(", ") || "no backends";
+      break;
+    }
     default:
       state = "";
   }
@@ -236,6 +241,48 @@ function revisionsTable(model: MLModel, style: Style): string {
     : "<none>";
 }
 
+/**
+ * The canary (status.canary): what it is doing and why, its step and split, the URLs that reach
+ * each revision alone, and each revision serving with its replicas and share of the traffic.
+ */
+function canarySection(model: MLModel, now: Date, style: Style): string {
+  const c = model.status?.canary;
+  if (!c?.phase) return "";
+  const running = hasRunningCanary(model);
+  const rev = (n: number | undefined, hash: string | undefined) => `revision ${n ?? "?"} (${hash ?? "?"})`;
+  const asked = c.trafficPercent !== undefined ? `${c.trafficPercent}% asked` : "";
+  const given =
+    c.effectivePercent !== undefined
+      ? `, ${c.effectivePercent}% given${c.exact === false ? " (coarse: the replicas cannot carry the percentage asked)" : ""}`
+      : "";
+  const lines = [
+    field("Phase", `${c.phase}${c.reason ? ` (${c.reason})` : ""}`, style),
+    field("Message", oneLine(c.message ?? ""), style),
+    field("Canary", rev(c.revisionNumber, c.revision), style),
+    field("Stable", rev(c.stableRevisionNumber, c.stableRevision), style),
+  ];
+  if (running && c.steps) lines.push(field("Step", `${(c.step ?? 0) + 1} of ${c.steps}`, style));
+  if (running && asked)
+    lines.push(field("Traffic", `${asked}${given}, split by ${c.mode ?? "Replicas"}`, style));
+  if (c.pauseEndsAt && running) lines.push(field("Pause ends", c.pauseEndsAt, style));
+  if (c.startedAt) lines.push(field("Started", `${formatAge(c.startedAt, now)} ago`, style));
+  if (c.finishedAt && !running) lines.push(field("Finished", `${formatAge(c.finishedAt, now)} ago`, style));
+  if (c.stableURL) lines.push(field("Stable URL", c.stableURL, style));
+  if (c.canaryURL) lines.push(field("Canary URL", c.canaryURL, style));
+  const serving = model.status?.revision?.serving ?? [];
+  if (serving.length) {
+    const rows = serving.map((x) => [
+      String(x.number ?? "-"),
+      x.revision,
+      x.role ?? "-",
+      `${x.readyReplicas ?? 0}/${x.replicas ?? 0}`,
+      `${x.trafficPercent ?? 0}%`,
+    ]);
+    lines.push("", renderTable(["REVISION", "HASH", "ROLE", "READY", "TRAFFIC"], rows, style));
+  }
+  return section("Canary:", lines.join("\n"), style);
+}
+
 function childrenTable(children: readonly ChildSummary[], style: Style): string {
   if (children.length === 0) return "<none>";
   const rows = children.map((c) => [c.kind, c.name, c.problem ? style.red(c.state) : c.state]);
@@ -262,6 +309,7 @@ export function renderDescribe(input: DescribeInput): string {
     ...summaryFields(model, now, style),
     section("Conditions:", conditionsTable(model, now, style), style),
     section("Revisions:", revisionsTable(model, style), style),
+    ...(model.status?.canary?.phase ? [canarySection(model, now, style)] : []),
     section("Children:", childrenTable(input.children, style), style),
     section("Events:", eventsTable(input.events, now, style), style),
   ].join("\n");

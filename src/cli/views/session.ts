@@ -4,9 +4,9 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { stringify } from "yaml";
-import { kubeClientFor } from "../../operator/kube-client.ts";
-import type { KubeClient, KubeObject } from "../../runtime/index.ts";
-import { loadKubeConfig } from "../commands/kubeconfig-flag.ts";
+import { redactText } from "../../downloader/redact.ts";
+import { isDnsLabel, type KubeClient, type KubeObject } from "../../runtime/index.ts";
+import { cliClient, loadKubeConfig } from "../commands/kubeconfig-flag.ts";
 import { CliError } from "../errors.ts";
 import { type ColorMode, colorModes, type Style, styleFor } from "./style.ts";
 
@@ -39,8 +39,6 @@ export interface Session {
   client: KubeClient;
   namespace: string;
 }
-
-const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export function checkName(flag: string, value: string, what: string): string {
   if (value.length > 253 || !/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/.test(value)) {
@@ -85,13 +83,13 @@ export async function openSession(flags: { kubeconfig?: string; namespace?: stri
   );
   const fromContext = kc.getContextObject(kc.getCurrentContext())?.namespace;
   const namespace = flags.namespace ?? fromContext ?? "default";
-  if (!dnsLabel.test(namespace) || namespace.length > 63) {
+  if (!isDnsLabel(namespace)) {
     throw new CliError(
       `--namespace "${namespace}" is not a valid namespace name: lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit`,
       2,
     );
   }
-  return { client: await kubeClientFor(kc), namespace };
+  return { client: cliClient(kc), namespace };
 }
 
 export function styleFromFlag(value: string, out: NodeJS.WriteStream = process.stdout): Style {
@@ -118,10 +116,23 @@ export function serialize(objects: readonly KubeObject[], format: "json" | "yaml
   return format === "json" ? `${JSON.stringify(value, null, 2)}\n` : stringify(value, { lineWidth: 0 });
 }
 
-/** Drops managedFields: noise to a person, and kubectl hides them too. */
+/**
+ * A value with every string in it passed through redactText: what any view prints. A model
+ * URI may carry credentials (a pre-signed URL's signature, a SAS, a token), in spec.model.uri,
+ * in a kubectl last-applied annotation, in what an older operator wrote to status.
+ */
+export function redacted<T>(value: T): T {
+  if (typeof value === "string") return redactText(value) as T;
+  if (Array.isArray(value)) return value.map(redacted) as T;
+  if (value && typeof value === "object")
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redacted(v)])) as T;
+  return value;
+}
+
+/** Drops managedFields (noise to a person, and kubectl hides them too); redacts URIs. */
 export function forDisplay<T extends KubeObject>(obj: T): T {
   const { managedFields: _managed, ...metadata } = obj.metadata as KubeObject["metadata"] & {
     managedFields?: unknown;
   };
-  return { ...obj, metadata } as T;
+  return redacted({ ...obj, metadata } as T);
 }

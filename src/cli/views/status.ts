@@ -4,6 +4,7 @@
  * Pure: objects in, text out.
  */
 import type { Condition, MLModel } from "../../api/mlmodel.ts";
+import { isRunning } from "../../operator/canary/state.ts";
 import { formatAge, formatBytes, oneLine, progressBar, truncate } from "./format.ts";
 import { type Style, stripAnsi, visibleLength } from "./style.ts";
 import { type Row, renderTable } from "./table.ts";
@@ -13,6 +14,28 @@ export interface StatusOptions {
   style: Style;
   /** Show the NAMESPACE column (for --all-namespaces). */
   showNamespace?: boolean;
+  /** Show the CANARY column (when a model of the table runs a canary). */
+  showCanary?: boolean;
+}
+
+/** Whether the model runs a canary now (status.canary, docs/canary.md). */
+export function hasRunningCanary(model: MLModel): boolean {
+  return isRunning(model.status?.canary);
+}
+
+/**
+ * The split at a glance: each serving revision with its ready/total replicas and share of the
+ * traffic, then the step and the phase, e.g. "r3 4/4 80% · r4 1/1 20% · step 1/1 Paused".
+ */
+export function canaryCell(model: MLModel): string {
+  const canary = model.status?.canary;
+  if (!canary || !isRunning(canary)) return "-";
+  const serving = (model.status?.revision?.serving ?? []).map(
+    (s) =>
+      `r${s.number ?? s.revision.slice(0, 7)} ${s.readyReplicas ?? 0}/${s.replicas ?? 0} ${s.trafficPercent ?? 0}%`,
+  );
+  const step = canary.steps ? `step ${(canary.step ?? 0) + 1}/${canary.steps} ` : "";
+  return [...serving, `${step}${canary.phase}`].join(" · ");
 }
 
 /** Replicas the user asked for: spec.replicas, or the autoscaler's current target. */
@@ -100,6 +123,7 @@ export function statusRow(model: MLModel, options: StatusOptions): string[] {
     ready,
     downloadCell(model, style),
     model.status?.url ?? "-",
+    ...(options.showCanary ? [canaryCell(model)] : []),
     formatAge(model.metadata.creationTimestamp, now),
     problem ? (model.status?.phase === "Failed" ? style.red(problem) : problem) : "",
   ];
@@ -131,14 +155,18 @@ function fitProblem(rows: string[][], headers: string[], style: Style): void {
   }
 }
 
-export function statusHeadersFor(showNamespace = false): string[] {
-  return [...(showNamespace ? ["NAMESPACE"] : []), ...statusHeaders];
+export function statusHeadersFor(showNamespace = false, showCanary = false): string[] {
+  const headers: string[] = [...statusHeaders];
+  if (showCanary) headers.splice(headers.indexOf("AGE"), 0, "CANARY");
+  return [...(showNamespace ? ["NAMESPACE"] : []), ...headers];
 }
 
+/** The table; the CANARY column appears when one of the models runs a canary. */
 export function renderStatusTable(models: readonly MLModel[], options: StatusOptions): string {
   if (models.length === 0) return "";
-  const headers = statusHeadersFor(options.showNamespace);
-  const rows = [...models].sort(byNamespaceAndName).map((m) => statusRow(m, options));
+  const showCanary = options.showCanary ?? models.some(hasRunningCanary);
+  const headers = statusHeadersFor(options.showNamespace, showCanary);
+  const rows = [...models].sort(byNamespaceAndName).map((m) => statusRow(m, { ...options, showCanary }));
   fitProblem(rows, headers, options.style);
   return renderTable(headers, rows as Row[], options.style);
 }

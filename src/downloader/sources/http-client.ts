@@ -4,6 +4,7 @@
 import type { Readable } from "node:stream";
 import { Agent, type Dispatcher, interceptors, request } from "undici";
 import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
+import { redactUri } from "../redact.ts";
 import { type OpenedBody, parseContentRange } from "./source.ts";
 
 export interface HttpClientOptions {
@@ -79,7 +80,7 @@ export class HttpClient {
     }
     if (res.statusCode >= 300) {
       const text = await res.body.text();
-      throw errorForStatus(res.statusCode, `POST ${redact(url)}: ${text.slice(0, 200)}`, this.authHint);
+      throw errorForStatus(res.statusCode, `POST ${redactUri(url)}: ${text.slice(0, 200)}`, this.authHint);
     }
     return (await res.body.json()) as T;
   }
@@ -103,7 +104,7 @@ export class HttpClient {
     if (ranged && res.statusCode === 416) return res;
     if (res.statusCode >= 300) {
       await res.body.dump();
-      throw errorForStatus(res.statusCode, `GET ${redact(url)}`, this.authHint);
+      throw errorForStatus(res.statusCode, `GET ${redactUri(url)}`, this.authHint);
     }
     return res;
   }
@@ -135,10 +136,4 @@ function withOptional(b: OpenedBody, size: number | undefined, version: string |
   if (size !== undefined && Number.isFinite(size)) b.size = size;
   if (version !== undefined) b.version = version;
   return b;
-}
-
-/** Drops a query string (it may hold a SAS or a signed-URL signature) from a URL for messages. */
-export function redact(url: string): string {
-  const q = url.indexOf("?");
-  return q < 0 ? url : `${url.slice(0, q)}?…`;
 }

@@ -3,16 +3,16 @@
  * values fail naming the field, and every rendered object is accepted by the real API server
  * (server-side dry run, with the restricted Pod Security level enforced on the namespace).
  */
+// test-needs: helm
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { managerDeployment, runtimeObjects } from "../../../scripts/gen-install.ts";
+import { install } from "../../../src/install/install.ts";
+import { rulesFor } from "../../../src/install/manifests.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
-import { install } from "../../../src/operator/install.ts";
-import { kubeClientFor } from "../../../src/operator/kube-client.ts";
-import { rulesFor } from "../../../src/operator/manifests.ts";
-import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
+import { builtinKinds, KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { helm, kubeVersion } from "./helm.ts";
@@ -201,7 +201,7 @@ describe("Helm chart deploy/helm/mlmodel-operator", () => {
     before(async () => {
       ns = await createNamespace("e2e-helm", { podSecurity: "restricted" });
       other = await createNamespace("e2e-helm-watched");
-      const admin = await kubeClientFor(kubeConfig());
+      const admin = KubeClient.fromKubeConfig(kubeConfig());
       // CRDs as `helm install` puts them first (crds/ holds the same generated CRDs).
       await install(admin);
       // A stand-in for the Prometheus Operator's ServiceMonitor CRD, so its object can be checked too.

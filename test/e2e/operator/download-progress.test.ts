@@ -192,7 +192,15 @@ describe("download progress in status, end to end with the Job's own identity", 
       MLMODEL_TERMINATION_LOG: join(work, "termination-log"),
     };
     const auditFrom = auditLines().length;
-    server.faults = { bytesPerSecond: 1024 * 1024 };
+    // The server holds the second half of the file until kubectl has shown partial progress
+    // (or has run many times without), so a late kubectl on a loaded machine cannot miss it.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    server.faults = { bytesPerSecond: 1024 * 1024, holdAt: { bytes: size / 2, until: released } };
+    // Only a bound on a broken run (no progress ever shown): the assertions below then fail.
+    const unhold = setTimeout(release, 180_000);
     const child = spawn(
       process.execPath,
       [join(repoRoot, "src/cli/main.ts"), ...c.command!.slice(1), ...args],
@@ -216,18 +224,24 @@ describe("download progress in status, end to end with the Job's own identity", 
     // again while the download runs: on a loaded machine one kubectl can start so late that the
     // download has finished by the time it reads.
     const tables: string[] = [];
+    const partialRow = new RegExp(`^${model}\\s.*\\s\\d{1,2}% [\\d.]+[KM]i/${total} `);
     let kubectlLoop: Promise<void> | undefined;
     while (!done) {
       const d = (await get())?.status?.download as Download | undefined;
       if (d?.phase === "Downloading" && d.bytesDone !== seen.at(-1)?.bytesDone) seen.push(d);
       if (!kubectlLoop && d?.phase === "Downloading" && (d.bytesDone ?? 0) > 0) {
         kubectlLoop = (async () => {
-          while (!done) tables.push(await kubectlGet());
+          while (!done) {
+            const shown = await kubectlGet();
+            tables.push(shown);
+            if (partialRow.test(shown.split("\n")[1] ?? "") || tables.length >= 30) release();
+          }
         })();
       }
       await sleep(250);
     }
     await kubectlLoop;
+    clearTimeout(unhold);
     const code = await exited;
     server.faults = {};
     assert.equal(code, 0, stderr);
@@ -250,7 +264,6 @@ describe("download progress in status, end to end with the Job's own identity", 
     assert.ok(tables.length > 0, "a partial report was seen, and kubectl ran then");
     for (const shown of tables)
       assert.match(shown.split("\n")[0] ?? "", /NAME\s+PHASE\s+READY\s+REPLICAS\s+DOWNLOAD\s+URL/);
-    const partialRow = new RegExp(`^${model}\\s.*\\s\\d{1,2}% [\\d.]+[KM]i/${total} `);
     assert.ok(
       tables.some((shown) => partialRow.test(shown.split("\n")[1] ?? "")),
       `a kubectl get mlm during the download showed partial progress; it printed:\n${tables.join("\n")}`,

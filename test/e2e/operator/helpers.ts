@@ -10,14 +10,13 @@ import pino from "pino";
 import { parseAllDocuments } from "yaml";
 import { mlModelKind, servingRuntimeKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
-import { install } from "../../../src/operator/install.ts";
-import { kubeClientFor } from "../../../src/operator/kube-client.ts";
-import { defaultOperatorNamespace } from "../../../src/operator/manifests.ts";
+import { install } from "../../../src/install/install.ts";
+import { defaultOperatorNamespace } from "../../../src/install/manifests.ts";
 import { operatorName } from "../../../src/operator/names.ts";
 import { createOperator } from "../../../src/operator/run.ts";
 import {
   builtinKinds,
-  type KubeClient,
+  KubeClient,
   type KubeObject,
   type RequestRecord,
   type ResourceKind,
@@ -26,8 +25,8 @@ import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../
 
 export const repoRoot = join(import.meta.dirname, "..", "..", "..");
 
-export async function adminClient(): Promise<KubeClient> {
-  return kubeClientFor(kubeConfig());
+export async function adminClient(kc: KubeConfig = kubeConfig()): Promise<KubeClient> {
+  return KubeClient.fromKubeConfig(kc);
 }
 
 const kinds: Record<string, ResourceKind> = {
@@ -106,10 +105,17 @@ export interface RunningOperator {
 
 const writeVerbs = new Set(["create", "update", "patch", "apply", "delete"]);
 
-export async function startOperator(namespace: string): Promise<RunningOperator> {
-  const admin = await adminClient();
+export interface StartOptions {
+  /** The cluster's admin kubeconfig (default: the run's shared cluster). */
+  adminKc?: KubeConfig;
+  /** How often the operator asks whether HTTPRoutes are served (default 30 s). */
+  servedPollIntervalMs?: number;
+}
+
+export async function startOperator(namespace: string, options: StartOptions = {}): Promise<RunningOperator> {
+  const adminKc = options.adminKc ?? kubeConfig();
+  const admin = await adminClient(adminKc);
   await install(admin);
-  const adminKc = kubeConfig();
   const cluster = adminKc.getCurrentCluster()!;
   const token = await requestToken(adminKc);
   const kc = new KubeConfig();
@@ -123,6 +129,9 @@ export async function startOperator(namespace: string): Promise<RunningOperator>
     kubeConfig: kc,
     namespaces: [namespace],
     logger: pino({ level: "warn" }),
+    ...(options.servedPollIntervalMs !== undefined
+      ? { servedPollIntervalMs: options.servedPollIntervalMs }
+      : {}),
   });
   const requests: RequestRecord[] = [];
   mgr.client.onRequest((r) => requests.push(r));

@@ -3,11 +3,16 @@
  * CRD), each with a message that names the field and says what would be right.
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { stringify } from "yaml";
 import { mlModelKind } from "../../../src/api/kinds.ts";
-import { install } from "../../../src/operator/install.ts";
+import { install } from "../../../src/install/install.ts";
 import { ApiError, type KubeClient } from "../../../src/runtime/index.ts";
 import { createNamespace, type TestNamespace } from "../../harness/cluster.ts";
+import { scratchDir } from "../../harness/scratch.ts";
+import { kubectl } from "../install/support.ts";
 import { adminClient } from "./helpers.ts";
 
 const valid = { model: { uri: "s3://bucket/resnet", format: "tensorflow" } };
@@ -210,6 +215,46 @@ describe("invalid MLModels are rejected by the API server", () => {
       assert.match(err.message, words);
     });
   }
+
+  it("a URI with a password is refused by server-side apply and kubectl, without echoing it", async () => {
+    const password = `pw-${crypto.randomUUID()}`;
+    const model = {
+      apiVersion: "serving.mlmodel.dev/v1alpha1",
+      kind: "MLModel",
+      metadata: { name: "creds-in-uri", namespace: ns.name },
+      spec: {
+        model: { uri: `https://modeluser:${password}@models.example.com/m.tgz`, format: "tensorflow" },
+      },
+    };
+    const check = (message: string) => {
+      assert.match(message, /spec\.model\.uri: Forbidden: must not contain a user name or password/);
+      assert.match(message, /got https:\/\/REDACTED@models\.example\.com\//, "the host is named");
+      assert.match(message, /spec\.model\.credentialsSecretRef/, "says where credentials go");
+      assert.ok(!message.includes(password) && !message.includes("modeluser"), message);
+    };
+    const err = await admin.apply(mlModelKind, model, { fieldManager: "e2e", force: true }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ApiError, `expected a refusal, got ${String(err)}`);
+    assert.equal(err.code, 422);
+    check(err.message);
+    const file = join(scratchDir("invalid"), "creds-in-uri.yaml");
+    writeFileSync(file, stringify(model));
+    const r = await kubectl(process.env.KUBECONFIG!, ["apply", "--server-side", "-f", file]);
+    assert.notEqual(r.status, 0);
+    check(r.stderr);
+  });
+
+  it("a pre-signed URL is accepted (its signature is kept in a Secret, shown redacted)", async () => {
+    const created = await admin.create(mlModelKind, {
+      apiVersion: "serving.mlmodel.dev/v1alpha1",
+      kind: "MLModel",
+      metadata: { name: "signed", namespace: ns.name },
+      spec: { model: { uri: "https://b.s3.amazonaws.com/m.tgz?X-Amz-Signature=abc", format: "tensorflow" } },
+    });
+    assert.equal(created.metadata.name, "signed");
+  });
 
   it("accepts the valid base manifest (the cases differ from it by one mistake)", async () => {
     const created = await admin.create(mlModelKind, {

@@ -1,5 +1,6 @@
 // `mlmodel download` from Azure Blob against Azurite (the Azure Storage emulator from npm) on
 // loopback: a connection string, a SAS token, and a SAS that does not grant reading.
+// test-needs: azurite, openssl
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import https from "node:https";

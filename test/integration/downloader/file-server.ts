@@ -20,6 +20,11 @@ export interface Faults {
   cutTimes?: number;
   /** Send the body at about this many bytes per second. */
   bytesPerSecond?: number;
+  /**
+   * With bytesPerSecond: stop sending once this many bytes of the body went out, until `until`
+   * settles, so a test can observe a download mid-file however late its observer runs.
+   */
+  holdAt?: { bytes: number; until: Promise<unknown> };
 }
 
 export type Route = (req: http.IncomingMessage, res: http.ServerResponse) => boolean | Promise<boolean>;
@@ -125,9 +130,15 @@ export class FileServer {
     }
     // Slow body: 10 chunks a second, so a test can kill the client mid-file.
     const step = Math.max(1, Math.floor(bytesPerSecond / 10));
+    const { holdAt } = this.faults;
+    let held = holdAt !== undefined;
+    void holdAt?.until.finally(() => {
+      held = false;
+    });
     let at = 0;
     const timer = setInterval(() => {
       if (res.destroyed) return clearInterval(timer);
+      if (held && at >= holdAt!.bytes) return;
       const chunk = slice.subarray(at, at + step);
       at += step;
       if (at >= slice.length) {

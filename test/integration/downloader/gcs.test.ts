@@ -1,6 +1,7 @@
 // `mlmodel download` from gs:// against fake-gcs-server (a real GCS JSON API server) on
 // loopback: anonymous, and with a service-account key whose JWT is verified by a local token
 // endpoint. A recording proxy in front of the server shows the token reaching storage.
+// test-needs: fake-gcs
 import assert from "node:assert/strict";
 import { createVerify, generateKeyPairSync } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";

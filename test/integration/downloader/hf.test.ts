@@ -1,6 +1,7 @@
 // `mlmodel download` from hf:// against a local HTTPS server laid out like the Hugging Face hub
 // (revision -> commit sha, paged recursive tree, /resolve/ URLs that redirect large files to a
 // CDN on another origin). The token must reach the hub and never the CDN.
+// test-needs: openssl
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";

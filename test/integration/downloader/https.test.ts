@@ -1,5 +1,6 @@
 // `mlmodel download` against a real HTTPS server on loopback with its own CA: auth, redirects,
 // retries, resume after a cut and after a kill, checksum failures, atomic publish, re-run.
+// test-needs: openssl
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";

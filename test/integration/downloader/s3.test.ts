@@ -1,5 +1,6 @@
 // `mlmodel download` from s3:// against moto's real S3 server on loopback (path-style, custom
 // endpoint, keys from env and from mounted files, web identity through STS).
+// test-needs: moto
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";

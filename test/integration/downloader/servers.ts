@@ -1,16 +1,17 @@
 // Starts the real storage servers the downloader is tested against, on loopback ports, from the
-// cache that scripts/install-test-servers.sh fills, plus helpers shared by the tests: a CA and
-// a server certificate made with openssl, and a runner for the real `mlmodel download` CLI.
+// cache that `npm test` fills (the prerequisites moto, azurite and fake-gcs that a test file
+// declares with `// test-needs:`), plus helpers shared by the tests: a CA and a server
+// certificate made with openssl, and a runner for the real `mlmodel download` CLI.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { partialDirFor } from "../../../src/downloader/contract.ts";
+import { requireDeclared } from "../../harness/prerequisites/needs.ts";
+import { serverPaths } from "../../harness/prerequisites/test-servers.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 
-const cacheDir = process.env.MLMODEL_TEST_SERVERS_DIR || join(homedir(), ".cache", "mlmodel-test-servers");
 const repoRoot = new URL("../../../", import.meta.url).pathname;
 
 export function tempDir(prefix: string): string {
@@ -28,26 +29,27 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Finds an installed server binary, or fails saying how to install it. */
-export function serverBinary(relative: string): string {
-  const path = join(cacheDir, relative);
+/** Finds an installed server, or fails saying how to install it. */
+function serverBinary(server: keyof typeof serverPaths): string {
+  requireDeclared(server);
+  const path = serverPaths[server]();
   if (!existsSync(path)) {
     throw new Error(
-      `${path} is missing: run scripts/install-test-servers.sh (it installs the test servers into ${cacheDir})`,
+      `${path} is missing: run the test through npm test (it installs what a file declares with "// test-needs: ${server}"), or: npm run prerequisites -- ${server}`,
     );
   }
   return path;
 }
 
 export function motoBinary(): string {
-  return serverBinary("moto-5.2.5/bin/moto_server");
+  return serverBinary("moto");
 }
 /** Azurite's blob entry point, run with this Node (not whatever `node` is first on PATH). */
 export function azuriteMain(): string {
-  return serverBinary("azurite-3.37.0/node_modules/azurite/dist/src/blob/main.js");
+  return serverBinary("azurite");
 }
 export function fakeGcsBinary(): string {
-  return serverBinary("fake-gcs-server-v1.56.1/fake-gcs-server");
+  return serverBinary("fake-gcs");
 }
 
 export interface Started {
@@ -98,6 +100,7 @@ export async function httpAnswers(url: string): Promise<boolean> {
 
 /** A throwaway CA and a server certificate for 127.0.0.1, localhost and ::1, made by openssl. */
 export function makeCertificates(): { caFile: string; ca: string; key: string; cert: string; dir: string } {
+  requireDeclared("openssl");
   const dir = tempDir("pki");
   const run = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
   run(

@@ -18,6 +18,7 @@ import {
   ApiError,
   builtinKinds,
   clientSource,
+  defaultUnreachableMaxMs,
   Informer,
   KubeClient,
   type KubeObject,
@@ -27,7 +28,6 @@ import {
   type WatchOptions,
   type WatchSource,
 } from "../../../src/runtime/index.ts";
-import { defaultUnreachableMaxMs } from "../../../src/runtime/watcher.ts";
 import { type PrivateCluster, startPrivateCluster, waitFor } from "../../harness/cluster.ts";
 
 const CM = builtinKinds.ConfigMap;

@@ -2,9 +2,15 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { allCrds, mlModelCrd } from "../../../src/api/crds.ts";
 import { applySchemaDefaults } from "../../../src/api/defaults.ts";
-import { type MLModelSpec, type MLModelStatus, mlModelSpecSchema } from "../../../src/api/mlmodel.ts";
+import {
+  type MLModelSpec,
+  type MLModelStatus,
+  mlModelSpecSchema,
+  uriUserinfoPattern,
+} from "../../../src/api/mlmodel.ts";
 import type { SchemaNode } from "../../../src/api/schema-types.ts";
 import type { ServingRuntimeSpec } from "../../../src/api/servingruntime.ts";
+import { userinfoPattern } from "../../../src/downloader/redact.ts";
 
 /** Paths of properties without a description, so `kubectl explain` never shows a blank. */
 function undescribed(node: SchemaNode, path: string): string[] {
@@ -39,7 +45,7 @@ describe("CRD schemas", () => {
     assert.deepEqual(Object.keys(v.subresources).sort(), ["scale", "status"]);
     assert.deepEqual(
       v.additionalPrinterColumns.map((c) => c.name),
-      ["Phase", "Ready", "Replicas", "Download", "URL", "Version", "Runtime", "Reason", "Age"],
+      ["Phase", "Ready", "Replicas", "Download", "URL", "Version", "Canary", "Runtime", "Reason", "Age"],
     );
   });
 
@@ -49,6 +55,42 @@ describe("CRD schemas", () => {
     );
     assert.ok(rules.includes("set either replicas or autoscaling, not both"));
     for (const message of rules) assert.match(message, /^[a-z].{20,}/, `terse message: ${message}`);
+  });
+});
+
+describe("spec.model.uri admission", () => {
+  const rules = (mlModelSpecSchema.properties.model.properties.uri["x-kubernetes-validations"] ??
+    []) as readonly { rule: string; message?: string; messageExpression?: string; reason?: string }[];
+  const userinfoRule = rules.find((r) => r.rule.includes(uriUserinfoPattern));
+
+  it("refuses a user name or password before the host, with the same pattern as the downloader", () => {
+    assert.ok(userinfoRule, "a rule refuses userinfo");
+    assert.equal(userinfoRule.rule, `!self.matches('${uriUserinfoPattern}')`);
+    // CEL's matches() is RE2; this pattern means the same in JavaScript.
+    assert.equal(new RegExp(uriUserinfoPattern).source, userinfoPattern.source);
+    const refused = (uri: string) => new RegExp(uriUserinfoPattern).test(uri);
+    for (const uri of ["https://user:pass@host/m.tgz", "hf://hf_token@org/repo", "s3://key:secret@bucket/m"])
+      assert.ok(refused(uri), uri);
+    for (const uri of ["hf://org/repo@main", "https://host/m.tgz?X-Amz-Signature=abc", "https://h/a@b"])
+      assert.ok(!refused(uri), uri);
+  });
+
+  it("says what to do instead, never echoing the password", () => {
+    for (const text of [userinfoRule?.message, userinfoRule?.messageExpression]) {
+      assert.match(text ?? "", /spec\.model\.credentialsSecretRef/);
+      assert.match(text ?? "", /user name or password/);
+    }
+    // The host is shown after a marker; userinfo never reaches the message.
+    assert.match(userinfoRule?.messageExpression ?? "", /REDACTED@/);
+  });
+
+  it("no URI rule lets the API server quote the value, and none echoes it whole", () => {
+    // FieldValueInvalid errors print `Invalid value: "<the whole URI>"`; Forbidden ones do not.
+    for (const r of rules) assert.equal(r.reason, "FieldValueForbidden", r.rule);
+    for (const r of rules) {
+      const echoes = (r.messageExpression ?? "").match(/\bself\b(?!\.)/g) ?? [];
+      assert.deepEqual(echoes, [], `${r.messageExpression} concatenates self as it is`);
+    }
   });
 });
 

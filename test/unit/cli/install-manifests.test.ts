@@ -7,8 +7,8 @@ import {
   runtimeObjects,
   staleFiles,
 } from "../../../scripts/gen-install.ts";
+import { rulesFor } from "../../../src/install/manifests.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
-import { rulesFor } from "../../../src/operator/manifests.ts";
 
 describe("install manifests (scripts/gen-install.ts)", () => {
   it("dist/install.yaml, deploy/kustomize and the chart's generated files are current", () => {

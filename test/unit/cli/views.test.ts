@@ -226,5 +226,9 @@ describe("flags and completion", () => {
     assert.equal(bash.status, 0, bash.stderr);
     assert.match(bashScript(["status"]), /complete -F _mlmodel kubectl-mlmodel/);
     assert.match(zshScript(["status"]), /^#compdef mlmodel kubectl-mlmodel/);
+    assert.match(
+      bashScript(["cluster"]),
+      /cluster\) flags="up down status kubeconfig load-image .*--real-node --image --node-wait/,
+    );
   });
 });

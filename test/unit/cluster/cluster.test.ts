@@ -1,3 +1,4 @@
+// test-needs: openssl
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { archiveKind, type ExtractLimits, extractArchive } from "../../../src/downloader/archive.ts";
@@ -46,6 +47,22 @@ describe("archive extraction", () => {
       assert.equal(readFileSync(join(out, "model/variables/v.index"), "utf8"), "index");
     });
   }
+
+  it('unpacks a tar.gz made with `tar -czf m.tgz -C dir .` (a "./" top entry)', async () => {
+    const root = scratchDir("archive");
+    const model = join(root, "model");
+    mkdirSync(join(model, "sub"), { recursive: true });
+    writeFileSync(join(model, "model.bin"), "weights");
+    writeFileSync(join(model, "sub", "config.json"), "{}");
+    const archive = join(root, "m.tgz");
+    execFileSync("tar", ["-czf", archive, "-C", model, "."]);
+    assert.match(execFileSync("tar", ["-tzf", archive], { encoding: "utf8" }), /^\.\/$/m);
+    const out = join(root, "out");
+    mkdirSync(out);
+    await extractArchive(archive, "tar", out, limits);
+    assert.equal(readFileSync(join(out, "model.bin"), "utf8"), "weights");
+    assert.equal(readFileSync(join(out, "sub", "config.json"), "utf8"), "{}");
+  });
 
   it("refuses a tar entry that climbs out with ..", async () => {
     await refused("traversal-tgz", "UnsafeArchive", /archive entry "\.\.\/evil\.txt" climbs out/);

@@ -1,6 +1,6 @@
 import type { V1Deployment, V1Pod } from "@kubernetes/client-node";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
-import { builtinRuntimes } from "../../../src/operator/builtin-runtimes.ts";
+import { builtinRuntimes } from "../../../src/install/builtin-runtimes.ts";
 import { labels } from "../../../src/operator/names.ts";
 
 export function model(spec: MLModelSpec, name = "resnet"): MLModel {
@@ -14,6 +14,16 @@ export function model(spec: MLModelSpec, name = "resnet"): MLModel {
 
 export const runtimes = builtinRuntimes;
 export const tfServing = builtinRuntimes.find((r) => r.metadata.name === "tensorflow-serving")!;
+/** TensorFlow Serving as resolveRuntime returns it, for planModel. */
+export const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
+/** The controller owner reference of model() ("resnet", uid-1). */
+export const owner = {
+  apiVersion: "serving.mlmodel.dev/v1alpha1",
+  kind: "MLModel",
+  name: "resnet",
+  uid: "uid-1",
+  controller: true,
+};
 
 export function pod(
   name: string,

@@ -12,17 +12,9 @@ import {
 import { childNames } from "../../../src/operator/names.ts";
 import { PlanError, planModel } from "../../../src/operator/plan.ts";
 import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
-import { model, runtimes, tfServing } from "./fixtures.ts";
+import { model, owner, runtimes, tf, tfServing } from "./fixtures.ts";
 
-const owner = {
-  apiVersion: "serving.mlmodel.dev/v1alpha1",
-  kind: "MLModel",
-  name: "resnet",
-  uid: "uid-1",
-  controller: true,
-};
 const config = { downloaderImage: "example.com/mlmodel:1" };
-const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
 
 describe("resolveRuntime", () => {
   it("picks the highest-priority runtime that auto-selects the format", () => {

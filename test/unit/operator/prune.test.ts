@@ -48,14 +48,36 @@ describe("pruning model storage", () => {
     await run(process.execPath, ["-e", pruneScript, join(dir, "absent"), "aaaaaaaaaa"]);
   });
 
+  const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
+
   it("keeps the served content and every kept revision's, not pvc:// or image-only ones", () => {
-    const served = { model: { uri: "s3://b/v3" } };
-    const keep = contentToKeep(served, [rev("s3://b/v1", 1), rev("pvc://claim/m", 2), rev("s3://b/v3", 3)]);
+    const served = { model: { uri: "s3://b/v3", format: "tensorflow" } };
+    const keep = contentToKeep(
+      [planModel(model(served), tf)],
+      [rev("s3://b/v1", 1), rev("pvc://claim/m", 2), rev("s3://b/v3", 3)],
+    );
     assert.deepEqual(keep, [contentHash({ model: { uri: "s3://b/v1" } }), contentHash(served)].sort());
   });
 
+  it("a revision recorded with a redacted URI keeps the content of its exact URI", () => {
+    const signed = "https://h/m.tgz?X-Amz-Signature=abc";
+    const redacted: V1ControllerRevision = {
+      data: {
+        spec: { model: { uri: "https://h/m.tgz?X-Amz-Signature=REDACTED" } },
+        source: { content: contentHash({ model: { uri: signed } }), uriSecret: "resnet-r1-uri" },
+      },
+      revision: 1,
+    };
+    // Served again (a rollback), the plan downloads the recorded content, not a hash of the redacted URI.
+    const rollback = planModel(
+      model({ model: { uri: "https://h/m.tgz?X-Amz-Signature=REDACTED", format: "tensorflow" } }),
+      tf,
+      { content: contentHash({ model: { uri: signed } }), uriSecret: "resnet-r1-uri" },
+    );
+    assert.deepEqual(contentToKeep([rollback], [redacted]), [contentHash({ model: { uri: signed } })]);
+  });
+
   it("a Job only for downloaded models, named by its keep list, mounting the model claim", () => {
-    const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
     const p = planModel(model({ model: { uri: "s3://b/m", format: "tensorflow" } }), tf);
     const job = desiredPruneJob(p, owner, { downloaderImage: "img:1" }, ["aaaaaaaaaa"]);
     assert.deepEqual(job?.spec?.template.spec?.containers[0]?.command?.slice(3), [

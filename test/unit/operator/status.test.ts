@@ -7,8 +7,13 @@ import { Progress } from "../../../src/downloader/progress.ts";
 import { holds, needsApply, withAppliedHash } from "../../../src/operator/drift.ts";
 import { canonicalJson } from "../../../src/operator/names.ts";
 import { planModel } from "../../../src/operator/plan.ts";
-import { operatorOwned } from "../../../src/operator/reconciler.ts";
-import { computeStatus, type Observed, transitionEvent } from "../../../src/operator/status.ts";
+import {
+  computeStatus,
+  jobState,
+  type Observed,
+  operatorOwned,
+  transitionEvent,
+} from "../../../src/operator/status.ts";
 import { deployment, model, pod, tfServing } from "./fixtures.ts";
 
 const tf = { ref: "ClusterServingRuntime/tensorflow-serving", spec: tfServing.spec };
@@ -99,6 +104,26 @@ describe("computeStatus", () => {
     assert.deepEqual([s.phase, s.reason], ["Pending", "Unschedulable"]);
     assert.match(s.message ?? "", /Insufficient nvidia.com\/gpu/);
   });
+
+  // The scheduler's own words on the local control plane (kube-scheduler v1.36.3): its reasons,
+  // then a note from its preemption step, which the message leaves out.
+  for (const [scheduler, expected] of [
+    [
+      "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found",
+      "pod a cannot be scheduled (0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims): the model's claim has no volume, so the cluster needs a StorageClass that provisions volumes (spec.storage.storageClassName) or a matching PersistentVolume",
+    ],
+    [
+      "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+      "pod a cannot be scheduled (0/3 nodes are available: 3 Insufficient nvidia.com/gpu): free or add capacity (e.g. GPUs), or relax resources and placement",
+    ],
+  ] as const) {
+    it(`says why a pod cannot be scheduled in one sentence: ${scheduler.slice(25, 70)}...`, () => {
+      const s = computeStatus(
+        observe({ deployment: deployment(1, 0), pods: [pod("a", "rev1", { unschedulable: scheduler })] }),
+      );
+      assert.equal(s.message, expected);
+    });
+  }
 
   it("reports a Deployment past its progress deadline", () => {
     const d = deployment(1, 0, {
@@ -233,6 +258,18 @@ describe("computeStatus", () => {
       "Warning",
     );
     assert.equal(transitionEvent(undefined, { phase: "Ready", reason: "Serving" })?.type, "Normal");
+  });
+});
+
+describe("jobState", () => {
+  it("reads a Job's end from its conditions: Complete, Failed, else Active; none without a Job", () => {
+    const ended = (type: string, status = "True"): V1Job => ({ status: { conditions: [{ type, status }] } });
+    assert.equal(jobState(undefined), undefined);
+    assert.equal(jobState({ status: { active: 1 } }), "Active");
+    assert.equal(jobState(ended("Complete")), "Complete");
+    assert.equal(jobState(ended("Failed")), "Failed");
+    assert.equal(jobState(ended("Failed", "False")), "Active");
+    assert.equal(jobState(ended("Suspended")), "Active");
   });
 });
 

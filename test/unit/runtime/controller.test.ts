@@ -6,6 +6,7 @@ import { FakeClock, settle } from "../../../src/runtime/clock.ts";
 import {
   Controller,
   ControllerBuilder,
+  type ControllerDeps,
   type ControllerOptions,
   mapSource,
   outcomeOf,
@@ -19,7 +20,7 @@ import { builtinKinds, type ResourceKind } from "../../../src/runtime/kinds.ts";
 import { RuntimeMetrics } from "../../../src/runtime/metrics.ts";
 import { generationChangedPredicate } from "../../../src/runtime/predicates.ts";
 import type { Reconciler } from "../../../src/runtime/reconcile.ts";
-import { obj, PushSource } from "./scripted-source.ts";
+import { exampleKind, obj, PushSource } from "./scripted-source.ts";
 
 const PodSet: ResourceKind = {
   group: "example.com",
@@ -231,6 +232,36 @@ describe("Controller", () => {
     await h.stop();
   });
 
+  it("has every reconcile series from registration, before it starts or reconciles, as controller-runtime does", async () => {
+    const metrics = new RuntimeMetrics({ defaultMetrics: false });
+    const notStarted = (): never => {
+      throw new Error("a registered controller that has not started reads no informer");
+    };
+    new Controller(
+      { name: "podset", forKind: PodSet, sources: [], reconciler: async () => {}, concurrency: 3 },
+      {
+        informer: notStarted,
+        store: notStarted,
+        client: unusedClient,
+        recorder: logEventRecorder(log),
+        log,
+        metrics,
+      },
+    );
+    const text = await metrics.registry.metrics();
+    const series = text.split("\n").filter((l) => l.startsWith("controller_runtime_"));
+    assert.deepEqual(series.sort(), [
+      'controller_runtime_active_workers{controller="podset"} 0',
+      'controller_runtime_max_concurrent_reconciles{controller="podset"} 3',
+      'controller_runtime_reconcile_errors_total{controller="podset"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="error"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="requeue"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="requeue_after"} 0',
+      'controller_runtime_reconcile_total{controller="podset",result="success"} 0',
+      'controller_runtime_terminal_reconcile_errors_total{controller="podset"} 0',
+    ]);
+  });
+
   it("stop() drains in-flight reconciles, and aborts them past the deadline", async () => {
     let aborted = false;
     const h = harness(async (ctx) => {
@@ -258,12 +289,83 @@ describe("Controller", () => {
       /controller name "PodSet!" must be/,
     );
     assert.throws(
+      () => new ControllerBuilder("a".repeat(64), () => assert.fail()),
+      /must be lowercase letters, digits and '-', at most 63/,
+    );
+    assert.throws(
       () => new ControllerBuilder("x", () => assert.fail()).concurrency(0),
       /concurrency must be an integer >= 1, got 0/,
+    );
+    assert.throws(
+      () =>
+        new Controller(
+          { name: "x", forKind: builtinKinds.Pod, sources: [], reconciler: async () => {}, concurrency: 1.5 },
+          {} as ControllerDeps,
+        ),
+      /controller "x" concurrency must be an integer >= 1, got 1.5/,
+      "the Controller checks as its builder does",
     );
     assert.throws(
       () => new ControllerBuilder("x", () => assert.fail()).reconcile(async () => {}),
       /call for\(kind\) before/,
     );
+  });
+});
+
+describe("Controller with an optional source (a kind the cluster may not serve)", () => {
+  const Route = exampleKind("Route", "routes");
+
+  it("reconciles every object when the kind appears or goes, and tells the reconciler", async () => {
+    const clock = new FakeClock(1_000_000);
+    const podsets = new Informer(
+      new PushSource([obj("PodSet", "ns", "a", "1"), obj("PodSet", "ns", "b", "2")]),
+      PodSet,
+    );
+    let served = false;
+    const servedHandlers: ((s: boolean) => void)[] = [];
+    const routes = {
+      addHandler: () => {},
+      waitForSync: async () => true,
+      onServedChange: (fn: (s: boolean) => void) => servedHandlers.push(fn),
+    };
+    const seen: string[] = [];
+    let captured: ControllerOptions | undefined;
+    const ctrl = new ControllerBuilder("podset", (opts) => {
+      captured = opts;
+      return new Controller(opts, {
+        informer: (k) => (k.kind === "PodSet" ? podsets : routes),
+        store: () => podsets.store,
+        served: (k) => k.kind !== "Route" || served,
+        client: unusedClient,
+        recorder: logEventRecorder(log),
+        log,
+        clock,
+      });
+    })
+      .for(PodSet)
+      .owns(Route, { optional: true })
+      .reconcile(async (ctx) => {
+        seen.push(`${ctx.request.name}:${ctx.served(Route) ? "served" : "absent"}`);
+      });
+    assert.deepEqual(
+      captured?.sources.map((s) => [s.kind.kind, s.optional ?? false]),
+      [
+        ["PodSet", false],
+        ["Route", true],
+      ],
+    );
+    const ac = new AbortController();
+    const run = podsets.run(ac.signal);
+    const started = ctrl.start();
+    await until(() => seen.length === 2, "initial reconciles");
+    assert.deepEqual(seen.sort(), ["a:absent", "b:absent"]);
+    served = true;
+    for (const fn of servedHandlers) fn(true);
+    await until(() => seen.length === 4, "every object again once the kind is served");
+    assert.deepEqual(seen.slice(2).sort(), ["a:served", "b:served"]);
+    await ctrl.stop(1000);
+    await started;
+    ac.abort();
+    await run;
   });
 });

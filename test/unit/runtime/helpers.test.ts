@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { KubeClient } from "../../../src/runtime/client.ts";
 import { parseRetryAfter } from "../../../src/runtime/errors.ts";
 import {
   builtinKinds,
@@ -8,6 +9,7 @@ import {
   objectPath,
   validateKind,
 } from "../../../src/runtime/kinds.ts";
+import { Manager } from "../../../src/runtime/manager.ts";
 import { controllerOwnerRef, isControlledBy, ownerRequest } from "../../../src/runtime/owners.ts";
 import {
   annotationsChangedPredicate,
@@ -18,7 +20,7 @@ import {
 } from "../../../src/runtime/predicates.ts";
 import { parseBindAddress } from "../../../src/runtime/server.ts";
 import type { KubeObject } from "../../../src/runtime/types.ts";
-import { parseKey } from "../../../src/runtime/types.ts";
+import { isDnsLabel, parseKey } from "../../../src/runtime/types.ts";
 
 const PodSet = { group: "example.com", version: "v1", kind: "PodSet", plural: "podsets", namespaced: true };
 
@@ -196,5 +198,21 @@ describe("watch stream line splitting", () => {
     for await (const l of lines(gen(), () => seen++)) out.push(l);
     assert.deepEqual(out, ['{"a":"é"}', '{"b":2}', '{"c":3}']);
     assert.equal(seen, 3, "onData called per chunk (feeds the inactivity timer)");
+  });
+});
+
+describe("isDnsLabel", () => {
+  it("accepts RFC 1123 labels up to 63 characters and nothing else", () => {
+    for (const ok of ["a", "ml-models", "0abc", "a".repeat(63)]) assert.equal(isDnsLabel(ok), true, ok);
+    for (const bad of ["", "-a", "a-", "A", "a.b", "a_b", "a".repeat(64)])
+      assert.equal(isDnsLabel(bad), false, bad);
+  });
+
+  it("is what the Manager checks its namespaces with", () => {
+    const client = new KubeClient({ server: "http://127.0.0.1:9", headers: async () => ({}) });
+    assert.throws(
+      () => new Manager({ client, namespaces: ["ml", "a".repeat(64)] }),
+      /namespaces contains "a{64}", which is not a valid namespace name/,
+    );
   });
 });

@@ -3,6 +3,7 @@
  * Not an API server: no storage, no resourceVersion rules, no HTTP.
  */
 import type { ListResult, WatchOptions } from "../../../src/runtime/client.ts";
+import type { ResourceKind } from "../../../src/runtime/kinds.ts";
 import type { KubeObject, WatchEvent } from "../../../src/runtime/types.ts";
 import type { WatchSource } from "../../../src/runtime/watcher.ts";
 
@@ -54,4 +55,9 @@ export function obj(
     kind,
     metadata: { namespace: ns, name, resourceVersion: rv, uid: `uid-${name}`, ...meta },
   };
+}
+
+/** A namespaced kind of the example.com/v1 group, for tests of kinds the cluster may not serve. */
+export function exampleKind(kind: string, plural: string): ResourceKind {
+  return { group: "example.com", version: "v1", kind, plural, namespaced: true };
 }

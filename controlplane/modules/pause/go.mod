@@ -1,0 +1,3 @@
+module mlmodel.dev/controlplane/pause
+
+go 1.26.0

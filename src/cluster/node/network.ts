@@ -1,0 +1,208 @@
+/**
+ * The real node's network on the host: a bridge of our own with the node's address, guard
+ * rules that keep pod traffic on this machine, and the removal at `down` of every iptables
+ * chain that kubelet, kube-proxy, CNI and we added (in iptables and ip6tables), and of the
+ * nf_tables tables that only they had created.
+ *
+ * The plans (what rules to add, what to delete) are pure functions of iptables-save's output
+ * so that unit tests can check them; the glue runs iptables-restore with them.
+ */
+import { clusterNetwork } from "../network.ts";
+import { realNodeDefaults } from "./config.ts";
+import { run, runChecked, writeSysctl } from "./host.ts";
+
+/** Chains whose name starts with one of these belong to the node's components or to us. */
+export const nodeChainPattern = /^(KUBE-|CNI-|MLMODEL-)/;
+
+export interface GuardOptions {
+  bridge: string;
+  podCidr: string;
+  apiserverPort: number;
+}
+
+/**
+ * Guard rules, as iptables-restore input (with --noflush). They live in chains of our own,
+ * jumped to from the top of the built-in chains:
+ * - mangle FORWARD: nothing is forwarded between our bridge and any other interface, so a pod
+ *   can never reach past this machine (pods also have no default route: see cniConfig);
+ * - mangle POSTROUTING: packets still addressed to the Service range (no kube-proxy rule
+ *   translated them) or to kwok's invented addresses would follow the default route off the
+ *   machine; they are dropped;
+ * - filter INPUT: the API server listens on every address (pods reach it on the bridge), but
+ *   only loopback and the bridge may talk to it, and to the node's own address.
+ */
+export function guardRules(family: 4 | 6, options: GuardOptions): string {
+  const p = realNodeDefaults.chainPrefix;
+  const lines: string[] = [];
+  if (family === 4) {
+    lines.push(
+      "*mangle",
+      `:${p}FORWARD - [0:0]`,
+      `:${p}POSTROUTING - [0:0]`,
+      `-I FORWARD 1 -j ${p}FORWARD`,
+      `-A ${p}FORWARD -i ${options.bridge} ! -o ${options.bridge} -j DROP`,
+      `-A ${p}FORWARD ! -i ${options.bridge} -o ${options.bridge} -j DROP`,
+      `-I POSTROUTING 1 -j ${p}POSTROUTING`,
+      ...[clusterNetwork.serviceCidr, clusterNetwork.kwokPodCidr, `${clusterNetwork.kwokNodeIp}/32`].map(
+        (cidr) => `-A ${p}POSTROUTING -d ${cidr} -j DROP`,
+      ),
+      "COMMIT",
+    );
+  }
+  lines.push(
+    "*filter",
+    `:${p}INPUT - [0:0]`,
+    `-I INPUT 1 -j ${p}INPUT`,
+    `-A ${p}INPUT -i lo -j RETURN`,
+    ...(family === 4
+      ? [`-A ${p}INPUT -i ${options.bridge} -j RETURN`, `-A ${p}INPUT -d ${options.podCidr} -j DROP`]
+      : []),
+    `-A ${p}INPUT -p tcp -m tcp --dport ${options.apiserverPort} -j DROP`,
+    "COMMIT",
+  );
+  return `${lines.join("\n")}\n`;
+}
+
+interface SavedRule {
+  table: string;
+  chain: string;
+  /** The rule's text after `-A CHAIN `. */
+  spec: string;
+  target?: string;
+}
+
+interface SavedTables {
+  tables: Map<string, { chains: string[]; rules: SavedRule[] }>;
+}
+
+export function parseIptablesSave(text: string): SavedTables {
+  const tables = new Map<string, { chains: string[]; rules: SavedRule[] }>();
+  let current: { chains: string[]; rules: SavedRule[] } | undefined;
+  let table = "";
+  for (const line of text.split("\n")) {
+    if (line.startsWith("*")) {
+      table = line.slice(1).trim();
+      current = { chains: [], rules: [] };
+      tables.set(table, current);
+    } else if (line.startsWith(":") && current) {
+      current.chains.push(line.slice(1).split(" ")[0]!);
+    } else if (line.startsWith("-A ") && current) {
+      const [, chain, ...rest] = line.split(" ");
+      const spec = rest.join(" ");
+      const target = /(?:^| )-[jg] (\S+)/.exec(spec)?.[1];
+      current.rules.push({ table, chain: chain!, spec, target });
+    }
+  }
+  return { tables };
+}
+
+/**
+ * iptables-restore --noflush input that deletes every chain matching `pattern` and every rule
+ * elsewhere that jumps to one; empty when there is nothing to delete.
+ */
+export function removalPlan(saved: string, pattern: RegExp = nodeChainPattern): string {
+  const out: string[] = [];
+  for (const [table, { chains, rules }] of parseIptablesSave(saved).tables) {
+    const doomed = chains.filter((chain) => pattern.test(chain));
+    const jumps = rules.filter((r) => !pattern.test(r.chain) && r.target && pattern.test(r.target));
+    if (doomed.length === 0 && jumps.length === 0) continue;
+    out.push(`*${table}`);
+    for (const rule of jumps) out.push(`-D ${rule.chain} ${rule.spec}`);
+    for (const chain of doomed) out.push(`-F ${chain}`);
+    for (const chain of doomed) out.push(`-X ${chain}`);
+    out.push("COMMIT");
+  }
+  return out.length ? `${out.join("\n")}\n` : "";
+}
+
+const tools = {
+  4: { save: "iptables-save", restore: "iptables-restore" },
+  6: { save: "ip6tables-save", restore: "ip6tables-restore" },
+};
+
+export async function installGuard(options: GuardOptions): Promise<void> {
+  for (const family of [4, 6] as const) {
+    await runChecked(tools[family].restore, ["--noflush", "--wait=5"], guardRules(family, options));
+  }
+}
+
+/** Removes the node's chains (and jumps to them) from both families; returns what it could not. */
+export async function removeNodeChains(): Promise<string[]> {
+  const problems: string[] = [];
+  for (const family of [4, 6] as const) {
+    // kube-proxy or kubelet may still be rewriting rules as they stop: try a few times.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const saved = await run(tools[family].save, []);
+      if (saved.code !== 0) break;
+      const plan = removalPlan(saved.stdout);
+      if (!plan) break;
+      const result = await run(tools[family].restore, ["--noflush", "--wait=5"], { input: plan });
+      if (result.code === 0) continue;
+      if (attempt === 2)
+        problems.push(`${tools[family].restore} could not remove the node's chains: ${result.stderr.trim()}`);
+    }
+  }
+  return problems;
+}
+
+// --- nf_tables tables ----------------------------------------------------------------------
+
+/** `nft list tables` -> ["ip filter", "ip6 nat", ...]. */
+export function parseNftTables(text: string): string[] {
+  return text
+    .split("\n")
+    .map((line) => /^table (\S+ \S+)/.exec(line.trim())?.[1])
+    .filter((t): t is string => Boolean(t));
+}
+
+/** True when `nft list table` shows only base chains with their policies and no rule. */
+export function isEmptyNftTable(listing: string): boolean {
+  return listing
+    .split("\n")
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .every((line) => /^(table |chain |type .* policy accept;$|}$)/.test(line));
+}
+
+export async function nftTables(): Promise<string[] | undefined> {
+  const result = await run("nft", ["list", "tables"]);
+  return result.code === 0 ? parseNftTables(result.stdout) : undefined;
+}
+
+/** Deletes the nf_tables tables that did not exist before the node and are empty now. */
+export async function removeNewEmptyNftTables(before: string[] | undefined): Promise<void> {
+  if (!before) return;
+  for (const table of (await nftTables()) ?? []) {
+    if (before.includes(table)) continue;
+    const listing = await run("nft", ["list", "table", ...table.split(" ")]);
+    if (listing.code === 0 && isEmptyNftTable(listing.stdout))
+      await run("nft", ["delete", "table", ...table.split(" ")]);
+  }
+}
+
+// --- the bridge ----------------------------------------------------------------------------
+
+export async function linkExists(name: string): Promise<boolean> {
+  return (await run("ip", ["link", "show", "dev", name])).code === 0;
+}
+
+/** Creates the bridge with the node's address (prefix from the pod CIDR), IPv4 only. */
+export async function createBridge(name: string, nodeIp: string, podCidr: string): Promise<void> {
+  const prefix = podCidr.split("/")[1];
+  await runChecked("ip", ["link", "add", name, "type", "bridge"]);
+  // No IPv6 on the bridge: no link-local address, no router solicitations; pods are IPv4.
+  await writeSysctl(`net.ipv6.conf.${name}.disable_ipv6`, "1").catch(() => {});
+  await runChecked("ip", ["addr", "add", `${nodeIp}/${prefix}`, "dev", name]);
+  await runChecked("ip", ["link", "set", name, "up"]);
+}
+
+/** Deletes the bridge and whatever veth is still attached to it. */
+export async function deleteBridge(name: string): Promise<void> {
+  if (!(await linkExists(name))) return;
+  const ports = await run("ip", ["-o", "link", "show", "master", name]);
+  for (const line of ports.stdout.split("\n")) {
+    const port = /^\d+: ([^:@]+)/.exec(line)?.[1];
+    if (port) await run("ip", ["link", "del", port]);
+  }
+  await run("ip", ["link", "del", name]);
+}

@@ -1,0 +1,543 @@
+/**
+ * The real node: containerd, kubelet, kube-proxy and the storage provisioner joined to the
+ * local control plane, and the undoing of everything they did to the machine.
+ *
+ * Start-up has two halves around the control plane's own start (cluster.ts):
+ * - `prepareNode` (before the API server starts): takes the machine's real-node lock, records
+ *   what the node will change (sysctls, fixed host paths, nf_tables tables) in a journal,
+ *   creates the bridge and installs the guard rules;
+ * - `startNode` (once the API server is ready): configuration files, containerd, images,
+ *   API objects, kubelet (until its Node is Ready), kube-proxy, the provisioner.
+ * `teardownNode` undoes both, from the journal alone, whatever state a start or a crash left:
+ * it is what `down`, a failed `up` and the watchdog run.
+ */
+import { existsSync } from "node:fs";
+import { mkdir, readdir, readFile, readlink, rm, rmdir, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { CoreV1Api, type KubeConfig, KubernetesObjectApi, type V1Node } from "@kubernetes/client-node";
+import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
+import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil } from "../process.ts";
+import type { NodeComponent } from "../versions.ts";
+import {
+  cgroupRoot,
+  cniNetworkName,
+  fixedHostPaths,
+  kubeletHostPaths,
+  machineLockPath,
+  type NodePaths,
+  nodePaths,
+  realNodeDefaults,
+  sharedHostDirs,
+  touchedSysctls,
+} from "./config.ts";
+import {
+  createCgroup,
+  findProcesses,
+  HostError,
+  killAndWait,
+  pidsInCgroup,
+  readSysctl,
+  removeCgroup,
+  run,
+  unixSocketsOf,
+  unmountUnder,
+  writeSysctl,
+} from "./host.ts";
+import type { NodeImages } from "./images.ts";
+import { acquireMachineLock, type LockRecord, readLock, releaseMachineLock, takerAlive } from "./lock.ts";
+import {
+  createBridge,
+  deleteBridge,
+  installGuard,
+  linkExists,
+  nftTables,
+  removeNewEmptyNftTables,
+  removeNodeChains,
+} from "./network.ts";
+import { realNodeObjects } from "./objects.ts";
+import {
+  cniConfig,
+  containerdConfig,
+  kubeletArgs,
+  kubeletConfig,
+  kubeProxyArgs,
+  kubeProxyConfig,
+  type NodeLayout,
+  type NodePorts,
+  provisionerArgs,
+  provisionerConfig,
+  provisionerHelperPod,
+} from "./render.ts";
+
+export class NodeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NodeError";
+  }
+}
+
+/** What `up` recorded before changing the machine, and what it started: all `down` needs. */
+export interface NodeJournal {
+  version: 1;
+  nodeName: string;
+  nodeIp: string;
+  podCidr: string;
+  bridge: string;
+  ports: NodePorts;
+  /** Values before the node started (undefined: the sysctl does not exist here). */
+  sysctls: Record<string, string | undefined>;
+  /** Fixed host paths that existed before: `down` leaves them (and removes the others). */
+  preexistingPaths: string[];
+  /** nf_tables tables before (undefined: no nft here). */
+  nftTablesBefore?: string[];
+  processes: ProcessRecord[];
+  startedAt: string;
+}
+
+/** Facts about a running real node, kept in the cluster's state.json. */
+export interface RealNodeInfo {
+  nodeName: string;
+  nodeIp: string;
+  podCidr: string;
+  bridge: string;
+  containerdSocket: string;
+  storageClass: string;
+  images: NodeImages;
+  /** Seconds from kubelet's start to its Node being Ready. */
+  readySeconds: number;
+}
+
+export async function readJournal(clusterDir: string): Promise<NodeJournal | undefined> {
+  try {
+    return JSON.parse(await readFile(nodePaths(clusterDir).journal, "utf8")) as NodeJournal;
+  } catch {
+    return undefined;
+  }
+}
+
+async function writeJournal(clusterDir: string, journal: NodeJournal): Promise<void> {
+  await writeFile(nodePaths(clusterDir).journal, `${JSON.stringify(journal, null, 2)}\n`);
+}
+
+/** A holder of the machine lock is alive while its `up` runs or any of its node's processes does. */
+async function holderAlive(holder: LockRecord): Promise<boolean> {
+  if (await takerAlive(holder)) return true;
+  const journal = await readJournal(holder.dir);
+  for (const record of journal?.processes ?? []) if (await isOurs(record)) return true;
+  return false;
+}
+
+/** True when this dir may undo machine-wide changes: it holds the node, or nobody live does. */
+async function mayTouchMachine(clusterDir: string): Promise<boolean> {
+  const holder = await readLock(machineLockPath);
+  return !holder || holder.dir === clusterDir || !(await holderAlive(holder));
+}
+
+/** Takes the machine's real-node lock for `clusterDir`, cleaning up after a dead holder. */
+async function claimMachine(
+  clusterDir: string,
+  options: { waitMs: number; progress: ProgressFn; reserve?: boolean },
+): Promise<void> {
+  const { takenOver } = await acquireMachineLock({
+    lockPath: machineLockPath,
+    dir: clusterDir,
+    isAlive: holderAlive,
+    ...options,
+  });
+  if (takenOver) {
+    options.progress(
+      `taking over the real node from a cluster that is gone (${takenOver.dir}); cleaning up after it`,
+    );
+    await teardownNode(takenOver.dir, { machineWide: true });
+  }
+}
+
+/**
+ * Reserves the machine's real node for `clusterDir` until this process ends or calls
+ * releaseRealNode: `up` in that dir takes it, and `down` leaves it reserved. For callers that
+ * run several real-node clusters in a row, or compare the machine before `up` and after `down`.
+ */
+export async function reserveRealNode(
+  clusterDir: string,
+  options: { waitMs?: number; progress?: ProgressFn } = {},
+): Promise<void> {
+  await claimMachine(resolve(clusterDir), {
+    waitMs: options.waitMs ?? realNodeDefaults.lockWaitMs,
+    progress: options.progress ?? (() => {}),
+    reserve: true,
+  });
+}
+
+export async function releaseRealNode(clusterDir: string): Promise<void> {
+  await releaseMachineLock(machineLockPath, resolve(clusterDir), { reservation: true });
+}
+
+export interface PrepareOptions {
+  clusterDir: string;
+  apiserverPort: number;
+  ports: NodePorts;
+  lockWaitMs: number;
+  progress: ProgressFn;
+}
+
+/**
+ * Before the API server starts: the machine lock, the journal, the bridge, the guard rules.
+ * The API server then binds every address (the guard admits only loopback and the bridge).
+ */
+export async function prepareNode(options: PrepareOptions): Promise<void> {
+  const { clusterDir, progress } = options;
+  const { takenOver } = await acquireMachineLock({
+    lockPath: machineLockPath,
+    dir: clusterDir,
+    isAlive: holderAlive,
+    waitMs: options.lockWaitMs,
+    progress,
+  });
+  if (takenOver) {
+    progress(
+      `taking over the real node from a cluster that is gone (${takenOver.dir}); cleaning up after it`,
+    );
+    await teardownNode(takenOver.dir, { machineWide: true });
+  }
+  const paths = nodePaths(clusterDir);
+  await mkdir(paths.root, { recursive: true });
+  const sysctls: Record<string, string | undefined> = {};
+  for (const name of touchedSysctls) sysctls[name] = await readSysctl(name);
+  const journal: NodeJournal = {
+    version: 1,
+    nodeName: realNodeDefaults.nodeName,
+    nodeIp: realNodeDefaults.nodeIp,
+    podCidr: realNodeDefaults.podCidr,
+    bridge: realNodeDefaults.bridge,
+    ports: options.ports,
+    sysctls,
+    preexistingPaths: fixedHostPaths.filter((path) => existsSync(path)),
+    nftTablesBefore: await nftTables(),
+    processes: [],
+    startedAt: new Date().toISOString(),
+  };
+  await writeJournal(clusterDir, journal);
+  if (await linkExists(journal.bridge)) {
+    progress(`removing a bridge ${journal.bridge} left behind by an earlier node`);
+    await deleteBridge(journal.bridge);
+  }
+  await createBridge(journal.bridge, journal.nodeIp, journal.podCidr);
+  await installGuard({
+    bridge: journal.bridge,
+    podCidr: journal.podCidr,
+    apiserverPort: options.apiserverPort,
+  });
+}
+
+export interface NodeCredentials {
+  caFile: string;
+  kubeletCertFile: string;
+  kubeletKeyFile: string;
+  kubeletKubeconfig: string;
+  kubeProxyKubeconfig: string;
+  provisionerKubeconfig: string;
+}
+
+export interface StartNodeOptions {
+  clusterDir: string;
+  binaries: NodeBinaryPaths;
+  images: NodeImages;
+  /** More image archives to import (OCI or Docker archives, as `ctr images import` takes). */
+  extraImages: string[];
+  credentials: NodeCredentials;
+  kubeConfig: KubeConfig;
+  logsDir: string;
+  /** Every process started is pushed here too (the cluster's state lists them all). */
+  started: ProcessRecord[];
+  progress: ProgressFn;
+}
+
+function layoutOf(
+  journal: NodeJournal,
+  paths: NodePaths,
+  images: NodeImages,
+  credentials: NodeCredentials,
+): NodeLayout {
+  return {
+    paths,
+    ports: journal.ports,
+    nodeName: journal.nodeName,
+    nodeIp: journal.nodeIp,
+    podCidr: journal.podCidr,
+    bridge: journal.bridge,
+    pauseImage: images.pause.name,
+    helperImage: images.busybox.name,
+    caFile: credentials.caFile,
+    kubeletCertFile: credentials.kubeletCertFile,
+    kubeletKeyFile: credentials.kubeletKeyFile,
+    kubeletKubeconfig: credentials.kubeletKubeconfig,
+    kubeProxyKubeconfig: credentials.kubeProxyKubeconfig,
+  };
+}
+
+async function writeNodeFiles(layout: NodeLayout): Promise<void> {
+  const p = layout.paths;
+  for (const dir of [
+    p.cniConfDir,
+    p.cniIpamDir,
+    p.kubeletRoot,
+    p.kubeletCertDir,
+    p.podLogs,
+    p.volumes,
+    p.runcRoot,
+  ])
+    await mkdir(dir, { recursive: true });
+  await writeFile(p.containerdConfig, containerdConfig(layout));
+  await writeFile(join(p.cniConfDir, "10-mlmodel.conflist"), cniConfig(layout));
+  await writeFile(p.kubeletConfig, kubeletConfig(layout));
+  await writeFile(p.kubeProxyConfig, kubeProxyConfig(layout));
+  await writeFile(p.provisionerConfig, provisionerConfig(layout));
+  await writeFile(p.provisionerHelperPod, provisionerHelperPod(layout));
+  // Pods resolve nothing rather than ask the host's resolver: their own loopback answers no
+  // query. (An empty file would not do: containerd then copies the host's /etc/resolv.conf.)
+  await writeFile(p.resolvConf, resolvConf);
+}
+
+/** There is no cluster DNS: see docs/real-node.md. */
+export const resolvConf = "nameserver 127.0.0.1\n";
+
+const ctrArgs = (socket: string) => ["--address", socket, "--namespace", "k8s.io"];
+
+/** Imports an image archive into the node's containerd (the `k8s.io` namespace kubelet reads). */
+export async function importImage(clusterDir: string, archive: string): Promise<string[]> {
+  const socket = nodePaths(clusterDir).containerdSocket;
+  if (!existsSync(socket))
+    throw new NodeError(`no real node runs in ${clusterDir} (no containerd socket at ${socket})`);
+  if (!existsSync(archive)) throw new NodeError(`image archive ${archive} does not exist`);
+  const result = await run("ctr", [...ctrArgs(socket), "images", "import", archive]);
+  if (result.code !== 0)
+    throw new NodeError(
+      `ctr images import ${archive} failed (exit ${result.code}): ${result.stderr.trim() || result.stdout.trim()}`,
+    );
+  // "unpacking mlmodel.local/busybox:1.35.0 (sha256:...)...done"
+  return [...result.stdout.matchAll(/unpacking (\S+) \(/g)].map((m) => m[1]!);
+}
+
+async function applyObjects(kubeConfig: KubeConfig): Promise<void> {
+  const api = KubernetesObjectApi.makeApiClient(kubeConfig);
+  for (const object of realNodeObjects()) {
+    try {
+      await api.create(object);
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409) throw err;
+    }
+  }
+}
+
+function readyCondition(node: V1Node | undefined) {
+  return node?.status?.conditions?.find((c) => c.type === "Ready");
+}
+
+async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
+  try {
+    return await core.readNode({ name });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Starts the node's processes, in order, each once the one before it is healthy. */
+export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo> {
+  const { clusterDir, progress } = options;
+  const journal = await readJournal(clusterDir);
+  if (!journal) throw new NodeError(`no node journal in ${clusterDir}: prepareNode did not run`);
+  const paths = nodePaths(clusterDir);
+  const layout = layoutOf(journal, paths, options.images, options.credentials);
+  await writeNodeFiles(layout);
+
+  const start = async (component: NodeComponent, binary: string, args: string[]) => {
+    const record = startProcess(component, binary, args, join(options.logsDir, `${component}.log`));
+    options.started.push(record);
+    journal.processes.push(record);
+    await writeJournal(clusterDir, journal);
+    return record;
+  };
+
+  /** Waits for a component's health endpoint (the one `cluster status` probes) to answer 200. */
+  const untilHealthy = (record: ProcessRecord<NodeComponent>) =>
+    waitUntil(
+      record,
+      "healthy",
+      async () => (await probe({ url: nodeHealthUrl(journal, record.component) ?? "" })).code === 200,
+      60_000,
+    );
+
+  const containerd = await start("containerd", "containerd", ["--config", paths.containerdConfig]);
+  await waitUntil(
+    containerd,
+    "serving",
+    async () =>
+      (await run("ctr", [...ctrArgs(paths.containerdSocket), "version"], { timeoutMs: 5000 })).code === 0,
+    60_000,
+  );
+  for (const archive of [
+    options.images.pause.archive,
+    options.images.busybox.archive,
+    ...options.extraImages,
+  ])
+    await importImage(clusterDir, archive);
+  progress(`containerd is up; imported ${2 + options.extraImages.length} images`);
+
+  await applyObjects(options.kubeConfig);
+  // kubelet refuses a cgroupRoot that does not exist in every hierarchy.
+  await createCgroup(cgroupRoot);
+  const core = options.kubeConfig.makeApiClient(CoreV1Api);
+  const kubeletStarted = Date.now();
+  const kubelet = await start("kubelet", options.binaries.kubelet, kubeletArgs(layout));
+  await untilHealthy(kubelet);
+  await waitUntil(
+    kubelet,
+    `registering node ${journal.nodeName} as Ready`,
+    async () => readyCondition(await readNode(core, journal.nodeName))?.status === "True",
+    120_000,
+  );
+  const readySeconds = (Date.now() - kubeletStarted) / 1000;
+  progress(
+    `kubelet is up; node ${journal.nodeName} (${journal.nodeIp}) Ready in ${readySeconds.toFixed(1)}s`,
+  );
+
+  await untilHealthy(await start("kube-proxy", options.binaries["kube-proxy"], kubeProxyArgs(layout)));
+  await start(
+    "local-path-provisioner",
+    options.binaries["local-path-provisioner"],
+    provisionerArgs(layout, options.credentials.provisionerKubeconfig),
+  );
+  progress(
+    `kube-proxy and the storage provisioner are up (default StorageClass ${realNodeDefaults.storageClass})`,
+  );
+  return {
+    nodeName: journal.nodeName,
+    nodeIp: journal.nodeIp,
+    podCidr: journal.podCidr,
+    bridge: journal.bridge,
+    containerdSocket: paths.containerdSocket,
+    storageClass: realNodeDefaults.storageClass,
+    images: options.images,
+    readySeconds,
+  };
+}
+
+// --- teardown ------------------------------------------------------------------------------
+
+/**
+ * Undoes the node of `clusterDir`: stops its processes and every container, unmounts, and,
+ * when this dir holds the machine's node (or nobody live does), removes the bridge, the
+ * iptables chains, the pods' cgroups, netns, the fixed host paths the node created, restores
+ * the sysctls and lets go of the lock. Idempotent; returns what it could not undo.
+ */
+export async function teardownNode(
+  clusterDir: string,
+  options: { machineWide?: boolean } = {},
+): Promise<string[]> {
+  const problems: string[] = [];
+  const journal = await readJournal(clusterDir);
+  const paths = nodePaths(clusterDir);
+  const machineWide = options.machineWide ?? (await mayTouchMachine(clusterDir));
+
+  // 1. The node's agents first, so that nothing restarts the containers killed next.
+  const records = journal?.processes ?? [];
+  const agents = records.filter((r) => r.component !== "containerd");
+  await Promise.all(agents.map((record) => stopProcess(record, 3000)));
+  // 2. Every container and pod sandbox: all of them live in our cgroup.
+  if (machineWide) await killAndWait(await pidsInCgroup(cgroupRoot));
+  // 3. containerd, then the shims it started (they outlive it by design) and their children.
+  for (const record of records.filter((r) => r.component === "containerd")) await stopProcess(record, 5000);
+  const shims = await findProcesses(
+    (argv) => argv[0]?.endsWith("containerd-shim-runc-v2") === true && argv.includes(paths.containerdSocket),
+  );
+  const shimSockets = await unixSocketsOf(shims);
+  await killAndWait(shims);
+  // A killed shim leaves its socket in /run/containerd/s (a path fixed by containerd).
+  for (const socket of shimSockets.filter((path) => path.startsWith("/run/containerd/")))
+    await rm(socket, { force: true });
+  // 4. Mounts: rootfs overlays, shm, kubelet's volume tmpfs and its root bind mount.
+  await unmountUnder([paths.root]);
+  if (!machineWide) return problems;
+
+  // 5. Network namespaces of the pods, then the bridge (and any veth left on it).
+  for (const dir of ["/run/netns", "/var/run/netns"]) {
+    const entries = await readdir(dir).catch(() => [] as string[]);
+    for (const name of entries.filter((n) => n.startsWith("cni-"))) {
+      await unmountUnder([join(dir, name)]);
+      await rm(join(dir, name), { force: true });
+    }
+  }
+  await deleteBridge(journal?.bridge ?? realNodeDefaults.bridge);
+  problems.push(...(await removeNodeChains()));
+  await removeNewEmptyNftTables(journal?.nftTablesBefore);
+  // 6. cgroups (a killed process can take a moment to leave its cgroup).
+  await killAndWait(await pidsInCgroup(cgroupRoot));
+  const cgroupsLeft = await removeCgroup(cgroupRoot);
+  if (cgroupsLeft.length) problems.push(`cgroups still busy: ${cgroupsLeft.join(", ")}`);
+  // 7. Fixed host paths: kubelet's, when the node made them; in shared ones, the node's entries.
+  const preexisting = new Set<string>(journal?.preexistingPaths ?? fixedHostPaths);
+  for (const path of kubeletHostPaths) {
+    if (preexisting.has(path)) continue;
+    await unmountUnder([path]);
+    await rm(path, { recursive: true, force: true });
+  }
+  if (preexisting.has("/var/log/containers")) await removeLinksInto("/var/log/containers", paths.root);
+  const results = await readdir("/var/lib/cni/results").catch(() => [] as string[]);
+  for (const name of results.filter((n) => n.startsWith(`${cniNetworkName}-`)))
+    await rm(join("/var/lib/cni/results", name), { force: true });
+  for (const dir of sharedHostDirs) if (!preexisting.has(dir)) await rmdir(dir).catch(() => {});
+  for (const [name, value] of Object.entries(journal?.sysctls ?? {})) {
+    if (value === undefined || (await readSysctl(name)) === value) continue;
+    await writeSysctl(name, value).catch((err: Error) => problems.push(`sysctl ${name}: ${err.message}`));
+  }
+  await releaseMachineLock(machineLockPath, clusterDir);
+  return problems;
+}
+
+/** Removes the symlinks in `dir` that point into `target` (kubelet's /var/log/containers links). */
+async function removeLinksInto(dir: string, target: string): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const link = await readlink(join(dir, name)).catch(() => "");
+    if (link.startsWith(`${target}/`)) await rm(join(dir, name), { force: true });
+  }
+}
+
+// --- health --------------------------------------------------------------------------------
+
+export interface NodeHealth {
+  nodeName: string;
+  /** The Node's Ready condition: "True", "False", "Unknown", or "absent". */
+  ready: string;
+  reason: string;
+  message: string;
+  kubeletVersion?: string;
+}
+
+/** The Node object's view of the real node (what kubelet reports to the API server). */
+export async function nodeCondition(kubeConfig: KubeConfig, nodeName: string): Promise<NodeHealth> {
+  const node = await readNode(kubeConfig.makeApiClient(CoreV1Api), nodeName);
+  const ready = readyCondition(node);
+  return {
+    nodeName,
+    ready: node ? (ready?.status ?? "Unknown") : "absent",
+    reason: ready?.reason ?? (node ? "" : "the Node object does not exist"),
+    message: ready?.message ?? "",
+    kubeletVersion: node?.status?.nodeInfo?.kubeletVersion,
+  };
+}
+
+/** Health endpoints of the node's components (the provisioner has none: alive is healthy). */
+export function nodeHealthUrl(journal: NodeJournal, component: NodeComponent): string | undefined {
+  switch (component) {
+    case "containerd":
+      return `http://127.0.0.1:${journal.ports.containerdMetrics}/v1/metrics`;
+    case "kubelet":
+      return `http://127.0.0.1:${journal.ports.kubeletHealthz}/healthz`;
+    case "kube-proxy":
+      return `http://127.0.0.1:${journal.ports.kubeProxyHealthz}/healthz`;
+    case "local-path-provisioner":
+      return undefined;
+  }
+}
+
+export { HostError };

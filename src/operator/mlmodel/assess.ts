@@ -1,0 +1,74 @@
+/**
+ * Stage 4, status: the model's status as a pure function of what was observed, decided and
+ * synced. computeStatus (status.ts) judges the children; here the canary (canary.ts), the
+ * revision numbers and the automatic rollback are added: while rolled back the status says so,
+ * and a newly failed revision (or an unhealthy canary) is recorded first (the status write is
+ * the memory) and served back next.
+ */
+import type { MLModelStatus } from "../../api/mlmodel.ts";
+import { childNames, labels } from "../names.ts";
+import { withRevisionNumbers } from "../revisions.ts";
+import { failureToRecord, withRollback } from "../rollback.ts";
+import { computeStatus, type Observed } from "../status.ts";
+import { canaryRequeue, withCanary } from "./canary.ts";
+import type { Decision } from "./decide.ts";
+import type { Observation } from "./observe.ts";
+import type { Synced } from "./sync.ts";
+
+export interface Assessment {
+  status: MLModelStatus;
+  /** Reconcile again this soon: a failure was just recorded, the rollback follows. */
+  requeueAfterMs?: number;
+}
+
+export function assess(o: Observation, d: Decision, s: Synced): Assessment {
+  const { model, now } = o;
+  const name = model.metadata.name!;
+  const plan = d.plan;
+  const jobName = s.job?.metadata?.name;
+  const observed: Observed = {
+    model,
+    now,
+    planFailure: d.planFailure,
+    plan,
+    ...(s.downloadPlan && s.downloadPlan !== plan ? { downloadPlan: s.downloadPlan } : {}),
+    revision: s.revision,
+    missing: d.missing,
+    storage:
+      plan?.source.type === "download"
+        ? o.children.claims.find((c) => c.metadata?.name === (plan.source as { claimName: string }).claimName)
+        : undefined,
+    job: s.job,
+    jobPods: o.pods.filter((p) => jobName && p.metadata?.labels?.["job-name"] === jobName),
+    deployment: s.serving.deployments.find((x) => x.metadata?.name === childNames.deployment(name)),
+    pods: o.pods.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
+    service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
+  };
+  const computed = computeStatus(observed);
+  const canary = d.canary;
+  const withItsCanary =
+    canary && d.specRevision
+      ? withCanary(computed, o, canary, s, d.specRevision, d.rollback !== undefined)
+      : computed;
+  const status = withRevisionNumbers(withItsCanary, s.revisions);
+  const generation = model.metadata.generation ?? 0;
+  if (d.rollback) {
+    const { failed, target } = d.rollback;
+    const rolledBack = withRollback(status, model.status, failed, target, generation, now);
+    return withRequeue(rolledBack, canary && canaryRequeue(canary, model.status, rolledBack));
+  }
+  // A canary's failure is the state machine's to record (the stable revision serves meanwhile);
+  // an ordinary rollout's, the status's (the spec's revision serves and failed).
+  const failed =
+    canary?.decision.failed ??
+    (s.revision === d.specRevision
+      ? failureToRecord(model, status, d.specRevision, s.revisions, now)
+      : undefined);
+  // Recorded first, served next: the next reconcile reads it back (writtenStatus) and rolls back.
+  if (failed) return { status: { ...status, revision: { ...status.revision, failed } }, requeueAfterMs: 100 };
+  return withRequeue(status, canary && canaryRequeue(canary, model.status, status));
+}
+
+function withRequeue(status: MLModelStatus, requeueAfterMs: number | undefined): Assessment {
+  return requeueAfterMs === undefined ? { status } : { status, requeueAfterMs };
+}

@@ -1,0 +1,106 @@
+/**
+ * The caches the MLModel controller reads beyond its children: which kinds, how they are
+ * indexed, what is kept of them. Declared once: the controller registers them, the observe
+ * stage reads through their indexes, and the unit tests build in-memory stores from them.
+ */
+import { mlModelKind } from "../../api/kinds.ts";
+import type { MLModel, MLModelSpec } from "../../api/mlmodel.ts";
+import {
+  builtinKinds,
+  type CacheOptions,
+  type IndexFunc,
+  type KubeObject,
+  keyString,
+  type Request,
+  type ResourceKind,
+} from "../../runtime/index.ts";
+import { labels } from "../names.ts";
+
+/** An object a model spec names in its own namespace. */
+export interface ModelReference {
+  kind: ResourceKind;
+  namespace: string;
+  name: string;
+}
+
+/** What a spec references: its credentials Secret, its model config ConfigMap, its pvc:// claim. */
+export function specReferences(namespace: string, spec: MLModelSpec | undefined): ModelReference[] {
+  const m = spec?.model;
+  const refs: ModelReference[] = [];
+  if (m?.credentialsSecretRef)
+    refs.push({ kind: builtinKinds.Secret, namespace, name: m.credentialsSecretRef.name });
+  if (m?.configMapRef) refs.push({ kind: builtinKinds.ConfigMap, namespace, name: m.configMapRef.name });
+  if (m?.uri?.startsWith("pvc://")) {
+    const claim = m.uri.slice("pvc://".length).split("/")[0]!;
+    refs.push({ kind: builtinKinds.PersistentVolumeClaim, namespace, name: claim });
+  }
+  return refs;
+}
+
+/** "Secret/ns/name": the index value of a reference, and its key in an observation. */
+export function referenceKey(ref: ModelReference): string {
+  return `${ref.kind.kind}/${ref.namespace}/${ref.name}`;
+}
+
+/** Index of MLModels by what they reference: a change to a Secret wakes the models using it. */
+export const referenceIndex = "mlmodel-references";
+
+export function modelReferences(model: Readonly<MLModel>): string[] {
+  return specReferences(model.metadata.namespace!, model.spec).map(referenceKey);
+}
+
+/**
+ * Only whether a Secret exists and which keys it has matters to the operator: values are
+ * dropped before they reach the cache, so the operator's memory holds no credentials.
+ */
+export function secretWithoutValues(obj: KubeObject): KubeObject {
+  const data = (obj as { data?: Record<string, string> }).data ?? {};
+  const { managedFields: _m, ...metadata } = obj.metadata;
+  return {
+    apiVersion: obj.apiVersion,
+    kind: obj.kind,
+    metadata,
+    data: Object.fromEntries(Object.keys(data).map((k) => [k, ""])),
+  };
+}
+
+/**
+ * Index of Secrets named as a model's URI Secrets (childNames.uriSecret: `<model>-<revision>-uri`,
+ * the revision 10 hex digits) by "namespace/model". By name, not by label or owner: a same-named
+ * Secret the operator did not make must be seen too, or the download Job would read it.
+ */
+export const uriSecretsByModelIndex = "uri-secrets-by-model";
+
+export function uriSecretModelKeys(secret: Readonly<KubeObject>): string[] {
+  const model = /^(.+)-[0-9a-f]{10}-uri$/.exec(secret.metadata.name ?? "")?.[1];
+  return model ? [`${secret.metadata.namespace}/${model}`] : [];
+}
+
+/** Index of our pods by "namespace/model" (their model label). */
+export const podsByModelIndex = "pods-by-model";
+
+/** The MLModel a pod of ours belongs to (its model label), if any. */
+export function modelOfPod(pod: Readonly<KubeObject>): Request | undefined {
+  const name = pod.metadata.labels?.[labels.model];
+  return name ? { namespace: pod.metadata.namespace, name } : undefined;
+}
+
+export function podModelKeys(pod: Readonly<KubeObject>): string[] {
+  const model = modelOfPod(pod);
+  return model ? [keyString(model)] : [];
+}
+
+/** Caches with options of their own (the children's are plain, indexed by owner). */
+export const modelCaches: readonly { kind: ResourceKind; options: CacheOptions }[] = [
+  { kind: mlModelKind, options: { indexes: { [referenceIndex]: modelReferences as IndexFunc } } },
+  {
+    kind: builtinKinds.Secret,
+    options: { transform: secretWithoutValues, indexes: { [uriSecretsByModelIndex]: uriSecretModelKeys } },
+  },
+  // Only pods we started: the operator never holds every pod of the cluster in memory. Indexed
+  // by model, so a reconcile reads its own pods instead of scanning its namespace's.
+  {
+    kind: builtinKinds.Pod,
+    options: { labelSelector: labels.model, indexes: { [podsByModelIndex]: podModelKeys } },
+  },
+];

@@ -1,0 +1,62 @@
+/**
+ * What one MLModel reconcile may use. The runtime's ReconcileContext is one (its KubeClient has
+ * these verbs); the recording fake of the unit tests (test/unit/operator/reconcile-harness.ts)
+ * is another. Only the observe stage gets the caches; the stages that write get the client.
+ */
+import type { MLModelStatus } from "../../api/mlmodel.ts";
+import type {
+  EventRecorder,
+  KubeClient,
+  KubeObject,
+  Logger,
+  Request,
+  ResourceKind,
+  Store,
+} from "../../runtime/index.ts";
+
+/**
+ * The writes the MLModel reconciler makes, nothing more: server-side apply of children and of
+ * the status, a merge patch of the status (clearing the downloader's fields), delete, and
+ * create for the one kind it may create but never change (a URI Secret: RBAC grants no patch).
+ */
+export type ModelClient = Pick<KubeClient, "apply" | "applyStatus" | "patch" | "delete" | "create">;
+
+/** What a stage that writes needs. */
+export interface WriteContext {
+  client: ModelClient;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+/** What the observe stage needs: the request and the shared caches (reads only). */
+export interface ReadContext {
+  request: Request;
+  cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
+  /** Whether an optional kind (HTTPRoute) is served and its cache fully listed. */
+  served(kind: ResourceKind): boolean;
+}
+
+export interface MLModelContext extends ReadContext, WriteContext {
+  recorder: EventRecorder;
+}
+
+/**
+ * The last status this controller wrote per model ("namespace/name"): the resourceVersion of
+ * the model it was computed from, and the one the write produced. A reconcile that runs before
+ * the cache has seen that write (a child changed in between) compares against it instead of
+ * the cache's older status, so it neither writes the same status twice nor records the same
+ * transition Event twice, and a canary's memory (status.canary) never steps back: the cache may
+ * lag by more than one write, so any cached version older than the one written is behind.
+ */
+export type WrittenStatuses = Map<
+  string,
+  { fromResourceVersion: string | undefined; resourceVersion?: string | undefined; status: MLModelStatus }
+>;
+
+/**
+ * URI Secrets this controller created that its cache had not shown yet ("namespace/name" -> until
+ * when, in ms since the epoch, to wait for them). The next reconcile often runs before the watch
+ * delivers a new Secret and would create it again (a 409): expectations, as Kubernetes' own
+ * controllers keep them for the pods they create.
+ */
+export type CreatedSecrets = Map<string, number>;

@@ -1,0 +1,79 @@
+/**
+ * The MLModel controller's registration: the caches it reads, the children it owns (an
+ * HTTPRoute only while the cluster serves the kind), what else wakes a model (its pods, the
+ * objects it references, runtimes, a canary command), and how many models are reconciled at
+ * once. The reconcile itself is reconcile.ts.
+ */
+
+import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../../api/kinds.ts";
+import type { MLModel } from "../../api/mlmodel.ts";
+import {
+  builtinKinds,
+  generationChangedPredicate,
+  type KubeObject,
+  type Manager,
+  or,
+  type Request,
+} from "../../runtime/index.ts";
+import { commandsChangedPredicate } from "../canary/commands.ts";
+import { httpRouteKind } from "../canary/desired.ts";
+import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
+import type { CreatedSecrets, WrittenStatuses } from "./context.ts";
+import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
+
+export interface MLModelControllerOptions extends ReconcileOptions {
+  concurrency?: number;
+}
+
+/**
+ * MLModels reconciled in parallel. Each reconcile is a few round trips to the API server, so
+ * the work is latency-bound: 8 keeps a 2-core control plane busy without flooding it
+ * (bench/README.md has the measurements behind the number).
+ */
+export const defaultConcurrency = 8;
+
+export function addMLModelController(mgr: Manager, options: MLModelControllerOptions): void {
+  for (const { kind, options: cacheOptions } of modelCaches) mgr.cache(kind, cacheOptions);
+  const models = mgr.cache<MLModel>(mlModelKind);
+  const requestOf = (m: Readonly<MLModel>): Request => ({
+    namespace: m.metadata.namespace,
+    name: m.metadata.name!,
+  });
+  const byReference =
+    (kind: string) =>
+    (obj: Readonly<KubeObject>): Request[] =>
+      models.byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`).map(requestOf);
+
+  const written: WrittenStatuses = new Map();
+  const createdSecrets: CreatedSecrets = new Map();
+  mgr
+    .controller("mlmodel")
+    // A spec change, or a canary command (`mlmodel promote` writes an annotation).
+    .for(mlModelKind, { predicates: [or(generationChangedPredicate(), commandsChangedPredicate())] })
+    .owns(builtinKinds.Deployment)
+    .owns(builtinKinds.Service)
+    .owns(builtinKinds.Job)
+    .owns(builtinKinds.PersistentVolumeClaim)
+    .owns(builtinKinds.HorizontalPodAutoscaler)
+    .owns(builtinKinds.PodDisruptionBudget)
+    .owns(builtinKinds.ControllerRevision)
+    // A canary's traffic split, watched only while the cluster serves the Gateway API.
+    .owns(httpRouteKind, { optional: true })
+    .watches(builtinKinds.Pod, (pod) => {
+      const model = modelOfPod(pod);
+      return model ? [model] : [];
+    })
+    .watches(builtinKinds.Secret, byReference("Secret"))
+    .watches(builtinKinds.ConfigMap, byReference("ConfigMap"))
+    .watches(builtinKinds.PersistentVolumeClaim, byReference("PersistentVolumeClaim"))
+    .watches(servingRuntimeKind, (rt) => models.list(rt.metadata.namespace).map(requestOf))
+    .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))
+    .concurrency(options.concurrency ?? defaultConcurrency)
+    .reconcile((ctx) =>
+      reconcileMLModel(ctx, {
+        ...options,
+        writtenStatus: options.writtenStatus ?? written,
+        createdSecrets: options.createdSecrets ?? createdSecrets,
+      }),
+    );
+}

@@ -1,0 +1,172 @@
+/**
+ * Stage 1, observe: everything one reconcile reads, from the shared caches only (no API
+ * request), gathered once into plain data. No stage after this one reads a cache, so what the
+ * reconcile decides is a function of this snapshot.
+ */
+import type {
+  V1ControllerRevision,
+  V1Deployment,
+  V1Job,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1PodDisruptionBudget,
+  V1Service,
+  V2HorizontalPodAutoscaler,
+} from "@kubernetes/client-node";
+import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../../api/kinds.ts";
+import type { MLModel } from "../../api/mlmodel.ts";
+import type { AnyServingRuntime } from "../../api/servingruntime.ts";
+import {
+  builtinKinds,
+  CONTROLLER_OWNER_INDEX,
+  type KubeObject,
+  keyString,
+  type ResourceKind,
+} from "../../runtime/index.ts";
+import { httpRouteKind } from "../canary/desired.ts";
+import { revisionHash, revisionSpec } from "../revisions.ts";
+import { podsByModelIndex, referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
+import { type CanaryObservation, observeCanary } from "./canary.ts";
+import type { ReadContext, WrittenStatuses } from "./context.ts";
+
+/** A referenced object that exists: what the operator may know of it (a Secret's values never). */
+export interface Reference {
+  resourceVersion?: string;
+  /** Keys of its data (a Secret's or ConfigMap's). */
+  keys: readonly string[];
+  /** uid of its controlling owner, if it has one (whether a URI Secret is ours). */
+  controller?: string;
+}
+
+/** The children the model controls, by kind, as cached. */
+export interface Children {
+  revisions: readonly V1ControllerRevision[];
+  jobs: readonly V1Job[];
+  claims: readonly V1PersistentVolumeClaim[];
+  deployments: readonly V1Deployment[];
+  services: readonly V1Service[];
+  autoscalers: readonly V2HorizontalPodAutoscaler[];
+  budgets: readonly V1PodDisruptionBudget[];
+  /** HTTPRoutes (a canary's traffic split), while the cluster serves the kind; else none. */
+  routes: readonly KubeObject[];
+}
+
+export interface Observation {
+  /** "namespace/name" of the model. */
+  key: string;
+  /** The model as the cache holds it. */
+  cached: MLModel;
+  /** The model with the status this controller last wrote, when the cache has not seen it yet. */
+  model: MLModel;
+  /** ISO time of this reconcile, for new transitions. */
+  now: string;
+  runtimes: { namespaced: readonly AnyServingRuntime[]; cluster: readonly AnyServingRuntime[] };
+  /**
+   * The objects the spec references, those the last ready revision's spec references (a
+   * rollback serves that spec), and the Secrets named as the model's URI Secrets (ours or not),
+   * that exist: by referenceKey. A missing one is absent.
+   */
+  references: ReadonlyMap<string, Reference>;
+  children: Children;
+  /** The model's pods, serving and download, of every revision. */
+  pods: readonly V1Pod[];
+  /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */
+  canary: CanaryObservation;
+}
+
+/** The model of the request and what it depends on, or undefined when the model is gone. */
+export function observe(
+  ctx: ReadContext,
+  written: WrittenStatuses | undefined,
+  now: Date,
+): Observation | undefined {
+  const cached = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
+  if (!cached) return undefined;
+  const key = keyString(ctx.request);
+  const mine = written?.get(key);
+  const model: MLModel = cacheBehind(mine, cached.metadata.resourceVersion)
+    ? { ...cached, status: mine!.status }
+    : cached;
+  const ns = model.metadata.namespace!;
+  const uid = model.metadata.uid!;
+  const owned = <T>(kind: ResourceKind) =>
+    ctx.cache(kind).byIndex(CONTROLLER_OWNER_INDEX, uid) as unknown as readonly T[];
+  const children: Children = {
+    revisions: owned(builtinKinds.ControllerRevision),
+    jobs: owned(builtinKinds.Job),
+    claims: owned(builtinKinds.PersistentVolumeClaim),
+    deployments: owned(builtinKinds.Deployment),
+    services: owned(builtinKinds.Service),
+    autoscalers: owned(builtinKinds.HorizontalPodAutoscaler),
+    budgets: owned(builtinKinds.PodDisruptionBudget),
+    routes: ctx.served(httpRouteKind) ? owned(httpRouteKind) : [],
+  };
+  return {
+    key,
+    cached,
+    model,
+    now: now.toISOString(),
+    runtimes: {
+      namespaced: ctx.cache<AnyServingRuntime>(servingRuntimeKind).list(ns) as readonly AnyServingRuntime[],
+      cluster: ctx.cache<AnyServingRuntime>(clusterServingRuntimeKind).list() as readonly AnyServingRuntime[],
+    },
+    references: referencedObjects(ctx, model, children.revisions),
+    children,
+    pods: ctx
+      .cache(builtinKinds.Pod)
+      .byIndex(podsByModelIndex, `${ns}/${model.metadata.name}`) as unknown as readonly V1Pod[],
+    canary: observeCanary(ctx, model),
+  };
+}
+
+/**
+ * Whether the cached model is older than the status this controller last wrote: it is the
+ * version that write was computed from, or (resourceVersions being etcd revisions, integers
+ * that grow with every write) any version before the one the write produced. A cache that lags
+ * by two writes would otherwise hand back the status before the last one.
+ */
+function cacheBehind(
+  mine: { fromResourceVersion: string | undefined; resourceVersion?: string | undefined } | undefined,
+  cachedResourceVersion: string | undefined,
+): boolean {
+  if (!mine) return false;
+  if (mine.fromResourceVersion === cachedResourceVersion) return true;
+  const written = Number(mine.resourceVersion);
+  const cached = Number(cachedResourceVersion);
+  return Number.isSafeInteger(written) && Number.isSafeInteger(cached) && cached < written;
+}
+
+function referencedObjects(
+  ctx: ReadContext,
+  model: MLModel,
+  revisions: readonly V1ControllerRevision[],
+): Map<string, Reference> {
+  const ns = model.metadata.namespace!;
+  const lastReady = revisions.find((r) => revisionHash(r) === model.status?.revision?.lastReady);
+  const refs = [
+    ...specReferences(ns, model.spec),
+    ...(lastReady ? specReferences(ns, revisionSpec(lastReady)) : []),
+  ];
+  const found = new Map<string, Reference>();
+  for (const ref of refs) {
+    const obj = ctx.cache<KubeObject>(ref.kind).get(ref);
+    if (obj) found.set(referenceKey(ref), referenceTo(obj));
+  }
+  const uriSecrets = ctx
+    .cache(builtinKinds.Secret)
+    .byIndex(uriSecretsByModelIndex, `${ns}/${model.metadata.name}`);
+  for (const secret of uriSecrets) {
+    const ref = { kind: builtinKinds.Secret, namespace: ns, name: secret.metadata.name! };
+    found.set(referenceKey(ref), referenceTo(secret));
+  }
+  return found;
+}
+
+function referenceTo(obj: Readonly<KubeObject & { data?: Record<string, string> }>): Reference {
+  const controller = obj.metadata.ownerReferences?.find((o) => o.controller)?.uid;
+  return {
+    ...(obj.metadata.resourceVersion !== undefined ? { resourceVersion: obj.metadata.resourceVersion } : {}),
+    keys: Object.keys(obj.data ?? {}),
+    ...(controller ? { controller } : {}),
+  };
+}

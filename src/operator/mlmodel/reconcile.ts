@@ -1,0 +1,52 @@
+/**
+ * The MLModel reconcile: six stages with one direction of flow, each in a file of its own.
+ *
+ *   observe  (observe.ts)  cache reads only, with the status this controller last wrote
+ *   decide   (decide.ts)   pure: the plan, the spec's revision, a rollback, missing references
+ *   sync     (sync.ts)     one syncer per concern (syncers/): revision, URI Secrets, storage,
+ *                          download, serving
+ *   assess   (assess.ts)   pure: the status, with revision numbers and the rollback
+ *   cleanup  (cleanup.ts)  revisions beyond the history; once Ready, old Jobs, claims, storage
+ *   report   (report.ts)   the status write and its Event, only when the status changed
+ *
+ * Level-based: every reconcile recomputes everything from the current state and writes only
+ * what differs. Each stage gets the earlier stages' results and returns its own; none reads
+ * a cache after observe, and only report writes the status.
+ */
+import type { ReconcileResult } from "../../runtime/index.ts";
+import { keyString } from "../../runtime/index.ts";
+import { assess } from "./assess.ts";
+import { cleanup, cleanupSteps } from "./cleanup.ts";
+import type { MLModelContext, WrittenStatuses } from "./context.ts";
+import { decide } from "./decide.ts";
+import { observe } from "./observe.ts";
+import { report } from "./report.ts";
+import { type SyncOptions, syncChildren } from "./sync.ts";
+
+export interface ReconcileOptions extends SyncOptions {
+  now?: () => Date;
+  /** Kept across reconciles by the controller (see WrittenStatuses). */
+  writtenStatus?: WrittenStatuses;
+}
+
+/** A deleted download Job is replaced by the next reconcile, this soon. */
+const replaceJobAfterMs = 1000;
+
+export async function reconcileMLModel(
+  ctx: MLModelContext,
+  options: ReconcileOptions,
+): Promise<ReconcileResult | undefined> {
+  const observed = observe(ctx, options.writtenStatus, options.now?.() ?? new Date());
+  if (!observed) {
+    // Gone: its children are garbage-collected through their owner references.
+    options.writtenStatus?.delete(keyString(ctx.request));
+    return undefined;
+  }
+  const decision = decide(observed);
+  const synced = await syncChildren(ctx, observed, decision, options);
+  const { status, requeueAfterMs } = assess(observed, decision, synced);
+  await cleanup(ctx, cleanupSteps(observed, decision, synced, status, options));
+  await report(ctx, observed, status, options.writtenStatus);
+  const after = requeueAfterMs ?? (synced.retryLater ? replaceJobAfterMs : undefined);
+  return after === undefined ? undefined : { requeueAfterMs: after };
+}

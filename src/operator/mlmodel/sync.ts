@@ -1,0 +1,125 @@
+/**
+ * Stage 3, sync children: the syncers in syncers/, in the order the model needs them. The spec's
+ * revision is recorded first, whatever happens next, and with it the URI Secrets of a URI with
+ * credentials in it (the spec's, the served one's and a canary's). Then, unless something
+ * referenced is missing or the model is being deleted: storage, the download Job (with a
+ * canary, the canary's content too, beside the stable one's), and only once the content is
+ * downloaded the serving children (until then the current pods keep serving the previous
+ * version). Each syncer returns what it found or applied; nothing is read from a cache here.
+ */
+import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
+import { builtinKinds, controllerOwnerRef } from "../../runtime/index.ts";
+import { servingPodTemplate } from "../desired.ts";
+import type { OperatorConfig, ServingPlan } from "../plan.ts";
+import { jobState } from "../status.ts";
+import { referenceKey } from "./caches.ts";
+import { desiredCanaryServing } from "./canary.ts";
+import type { CreatedSecrets, WriteContext } from "./context.ts";
+import type { Decision } from "./decide.ts";
+import type { Observation } from "./observe.ts";
+import { type DownloadResult, syncDownload } from "./syncers/download.ts";
+import { recordRevision } from "./syncers/revision.ts";
+import { desiredServing, type ServingSet, servingChildren, syncServing } from "./syncers/serving.ts";
+import { syncStorage } from "./syncers/storage.ts";
+import { syncUriSecrets } from "./syncers/uri-secret.ts";
+
+export interface SyncOptions extends OperatorConfig {
+  /** Kept across reconciles by the controller (see CreatedSecrets). */
+  createdSecrets?: CreatedSecrets;
+}
+
+export interface Synced {
+  /** The ControllerRevisions after the revision write. */
+  revisions: readonly V1ControllerRevision[];
+  /** The revision served (its pod template hash), when the children were synced. */
+  revision?: string;
+  /** The download Job the status reports (with a canary being downloaded, the canary's), as found or created. */
+  job?: V1Job;
+  /** The plan whose download `job` is. */
+  downloadPlan?: ServingPlan;
+  /** Every download Job in use (the stable's and a canary's): cleanup keeps them. */
+  jobs: readonly V1Job[];
+  /** A stale download Job was deleted: reconcile again soon. */
+  retryLater?: boolean;
+  /** The serving children as they now stand (as observed when they were not synced). */
+  serving: ServingSet;
+}
+
+export async function syncChildren(
+  ctx: WriteContext,
+  o: Observation,
+  d: Decision,
+  config: SyncOptions,
+): Promise<Synced> {
+  const revisions = d.revisionToRecord
+    ? await recordRevision(ctx, d.revisionToRecord, o.children.revisions)
+    : o.children.revisions;
+  await syncUriSecrets(ctx, {
+    model: o.model,
+    plans: d.uriSecretPlans,
+    revisions,
+    references: o.references,
+    created: config.createdSecrets ?? new Map(),
+    now: Date.parse(o.now),
+  });
+  const live = servingChildren(o.children);
+  const plan = d.plan;
+  if (!plan || d.missing.length > 0 || d.deleting) return { revisions, serving: live, jobs: [] };
+
+  const owner = controllerOwnerRef(o.model);
+  await syncStorage(ctx, plan, owner, o.children.claims);
+  const download = await downloadOf(ctx, o, plan, config);
+  // A canary's version downloads into its own content directory beside the stable one's.
+  const canaryPlan = d.canary?.downloadsCanary ? d.canary.canaryServing : undefined;
+  const separate = canaryPlan && jobNameOf(canaryPlan) !== jobNameOf(plan) ? canaryPlan : undefined;
+  const canaryDownload = separate ? await downloadOf(ctx, o, separate, config) : undefined;
+  const downloaded =
+    isDownloaded(plan, download) && (!separate || isDownloaded(separate, canaryDownload ?? {}));
+  const want = d.canary ? desiredCanaryServing(o, d.canary, owner) : desiredServing(plan, owner, live);
+  const serving = downloaded ? await syncServing(ctx, want, live) : live;
+  const reported = separate ? canaryDownload : download;
+  const jobs = [download.job, canaryDownload?.job].filter((j): j is V1Job => j !== undefined);
+  return {
+    revisions,
+    revision: servingPodTemplate(plan).revision,
+    ...(reported?.job ? { job: reported.job } : {}),
+    downloadPlan: separate ?? plan,
+    jobs,
+    ...(download.retryLater || canaryDownload?.retryLater ? { retryLater: true } : {}),
+    serving,
+  };
+}
+
+function jobNameOf(plan: ServingPlan): string | undefined {
+  return plan.source.type === "download" ? plan.source.jobName : undefined;
+}
+
+function isDownloaded(plan: ServingPlan, download: DownloadResult): boolean {
+  return plan.source.type !== "download" || jobState(download.job) === "Complete";
+}
+
+/** The download syncer for one plan, with the version of its credentials Secret. */
+function downloadOf(
+  ctx: WriteContext,
+  o: Observation,
+  plan: ServingPlan,
+  config: OperatorConfig,
+): Promise<DownloadResult> {
+  const secret = plan.credentials
+    ? o.references.get(
+        referenceKey({
+          kind: builtinKinds.Secret,
+          namespace: plan.namespace,
+          name: plan.credentials.secretName,
+        }),
+      )
+    : undefined;
+  return syncDownload(ctx, {
+    model: o.model,
+    plan,
+    config,
+    jobs: o.children.jobs,
+    secretVersion: secret?.resourceVersion ?? "",
+    cachedDownload: o.cached.status?.download,
+  });
+}

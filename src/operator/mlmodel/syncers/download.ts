@@ -1,0 +1,120 @@
+/**
+ * Syncer: the download Job of the plan, its identity (ServiceAccount, Role, RoleBinding), and
+ * the downloader's progress in status. Job templates are immutable and a Job is a one-shot
+ * action, so a Job is created once and never re-applied: a running Job whose template no longer
+ * matches is replaced, and a failed one is retried when its inputs (the spec, the credentials
+ * Secret) change, which is how fixing the cause recovers without manual steps.
+ */
+import type { V1Job } from "@kubernetes/client-node";
+import { mlModelKind } from "../../../api/kinds.ts";
+import type { MLModel, MLModelStatus } from "../../../api/mlmodel.ts";
+import { downloaderStatusFields } from "../../../downloader/contract.ts";
+import {
+  builtinKinds,
+  controllerOwnerRef,
+  type KubeObject,
+  type ResourceKind,
+} from "../../../runtime/index.ts";
+import { desiredDownloadIdentity, desiredDownloadJob } from "../../desired.ts";
+import { annotations, fieldManager, shortHash } from "../../names.ts";
+import type { OperatorConfig, ServingPlan } from "../../plan.ts";
+import { jobState } from "../../status.ts";
+import type { WriteContext } from "../context.ts";
+
+export interface DownloadInput {
+  model: MLModel;
+  plan: ServingPlan;
+  config: OperatorConfig;
+  /** The model's Jobs, as cached. */
+  jobs: readonly V1Job[];
+  /** resourceVersion of the credentials Secret ("" without one): a new one retries a failed download. */
+  secretVersion: string;
+  /** status.download as cached, with what the downloader wrote. */
+  cachedDownload: MLModelStatus["download"];
+}
+
+export interface DownloadResult {
+  /** The plan's Job, as cached or as just created. */
+  job?: V1Job;
+  /** A stale Job was deleted: reconcile again soon to create its replacement. */
+  retryLater?: boolean;
+}
+
+export async function syncDownload(ctx: WriteContext, input: DownloadInput): Promise<DownloadResult> {
+  const { model, plan } = input;
+  const desired = desiredDownloadJob(plan, controllerOwnerRef(model), input.config);
+  if (!desired) {
+    // Nothing is downloaded (pvc://, an image): a past download's progress would be a claim
+    // about content no longer served.
+    if (holdsProgress(input.cachedDownload)) await clearProgress(ctx, model, null);
+    return {};
+  }
+  const name = desired.metadata!.name!;
+  const actual = input.jobs.find((j) => j.metadata?.name === name);
+  const inputs = shortHash({ generation: model.metadata.generation, secretVersion: input.secretVersion });
+  const specHash = shortHash(desired.spec);
+  const state = jobState(actual);
+  const stale =
+    (state === "Failed" && actual?.metadata?.annotations?.[annotations.retryKey] !== inputs) ||
+    (state === "Active" && actual?.metadata?.annotations?.[annotations.jobSpecHash] !== specHash);
+  if (actual && stale) {
+    ctx.log.info({ job: name, state }, "replacing download Job");
+    await ctx.client.delete(
+      builtinKinds.Job,
+      { namespace: plan.namespace, name },
+      { propagationPolicy: "Background" },
+    );
+    return { retryLater: true };
+  }
+  if (actual) return { job: actual };
+  await applyDownloadIdentity(ctx, model, plan);
+  // The progress shown must be this Job's: a previous download's (Complete, 100%) goes first.
+  if (holdsProgress(input.cachedDownload)) await clearProgress(ctx, model, "progress");
+  desired.metadata!.annotations = { [annotations.jobSpecHash]: specHash, [annotations.retryKey]: inputs };
+  const created = await ctx.client.apply(builtinKinds.Job, desired as KubeObject, {
+    fieldManager,
+    force: true,
+    signal: ctx.signal,
+  });
+  return { job: created as V1Job };
+}
+
+/**
+ * The download Job's ServiceAccount, Role and RoleBinding, applied each time a Job is created
+ * (idempotent) instead of cached: the operator neither watches nor holds every Role,
+ * RoleBinding and ServiceAccount of the cluster. Applied without force: a same-named object
+ * that another manager wrote (a user's Role) is a conflict, reported, never taken over.
+ */
+async function applyDownloadIdentity(ctx: WriteContext, model: MLModel, plan: ServingPlan): Promise<void> {
+  const identity = desiredDownloadIdentity(plan, controllerOwnerRef(model));
+  if (!identity) return;
+  const [account, role, binding] = identity;
+  const apply = (kind: ResourceKind, obj: object) =>
+    ctx.client.apply(kind, obj as KubeObject, { fieldManager, force: false, signal: ctx.signal });
+  // The pod is refused while its ServiceAccount is missing, and the binding names the Role.
+  await Promise.all([apply(builtinKinds.ServiceAccount, account), apply(builtinKinds.Role, role)]);
+  await apply(builtinKinds.RoleBinding, binding);
+}
+
+/** Whether status.download holds fields the downloader wrote (progress). */
+function holdsProgress(download: MLModelStatus["download"]): boolean {
+  const fields = download as Record<string, unknown> | undefined;
+  return downloaderStatusFields.some((f) => fields?.[f] !== undefined);
+}
+
+/**
+ * Removes the downloader's progress fields (a JSON merge patch: the operator cannot drop
+ * fields another manager owns by applying). "progress": those fields only, the operator's
+ * job/jobState/attempts stay; null: status.download as a whole (nothing is downloaded).
+ */
+async function clearProgress(ctx: WriteContext, model: MLModel, what: "progress" | null): Promise<void> {
+  const download = what === null ? null : Object.fromEntries(downloaderStatusFields.map((f) => [f, null]));
+  ctx.log.info({ what: what ?? "download" }, "clearing the previous download's progress from status");
+  await ctx.client.patch(
+    mlModelKind,
+    { namespace: model.metadata.namespace!, name: model.metadata.name! },
+    { status: { download } },
+    "merge",
+    { subresource: "status", fieldManager, signal: ctx.signal },
+  );
+}

@@ -1,0 +1,63 @@
+/**
+ * The runner's verdict on a test run, from the summary reporter's lines and node's exit status:
+ * a run passes only when node exited 0, no test failed and none was cancelled. A cancelled test
+ * did not run to its end (its `before` hook threw, its parent failed, or it timed out), so it
+ * proves nothing and counts as a failure.
+ */
+import { relative } from "node:path";
+import type { Counts, SummaryLine } from "./summary-reporter.ts";
+
+/** Carries the skipped files to test/harness/skipped.ts (JSON). */
+export const skippedFilesEnv = "MLMODEL_TEST_SKIPPED_FILES";
+
+export interface SkippedFile {
+  file: string;
+  reason: string;
+}
+
+export interface Verdict {
+  ok: boolean;
+  lines: string[];
+}
+
+function countsText(c: Counts): string {
+  return `${c.passed} passed, ${c.failed} failed, ${c.cancelled} cancelled, ${c.skipped} skipped, ${c.todo} todo`;
+}
+
+export function parseSummaryLines(text: string): SummaryLine[] {
+  return text
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as SummaryLine);
+}
+
+export function verdict(opts: {
+  lines: readonly SummaryLine[];
+  exitStatus: number | null;
+  skippedFiles: readonly SkippedFile[];
+  root: string;
+}): Verdict {
+  const total = opts.lines.find((l) => l.file === undefined);
+  const out: string[] = [];
+  if (!total) {
+    out.push(`# summary: node --test ended (exit ${opts.exitStatus}) without reporting a summary`);
+    return { ok: false, lines: out };
+  }
+  const c = total.counts;
+  out.push(`# summary: ${countsText(c)} (${c.tests} tests)`);
+  for (const line of opts.lines) {
+    if (line.file === undefined) continue;
+    out.push(`#   not passed: ${relative(opts.root, line.file)}: ${countsText(line.counts)}`);
+  }
+  for (const s of opts.skippedFiles) out.push(`#   skipped file: ${s.file}: ${s.reason}`);
+  const problems: string[] = [];
+  if (c.failed > 0) problems.push(`${c.failed} failed`);
+  if (c.cancelled > 0) problems.push(`${c.cancelled} cancelled (a cancelled test is a failure)`);
+  if (problems.length === 0 && opts.exitStatus !== 0) problems.push(`node --test exited ${opts.exitStatus}`);
+  if (problems.length > 0) {
+    out.push(`# FAILED: ${problems.join(", ")}`);
+    return { ok: false, lines: out };
+  }
+  out.push("# PASSED");
+  return { ok: true, lines: out };
+}

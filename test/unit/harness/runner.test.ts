@@ -1,0 +1,114 @@
+/**
+ * scripts/test.ts's verdict, run for real in a subprocess on fixture test files: a cancelled test
+ * fails the run, node's own summary lines stay visible, and files that need an unavailable
+ * prerequisite are reported as skipped tests with the reason.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { repoRoot } from "../../harness/prerequisites/needs.ts";
+import { parseSummaryLines, skippedFilesEnv, verdict } from "../../harness/run-summary.ts";
+
+const fixtures = join("test", "unit", "harness", "fixtures");
+
+/** This process's env without the marker node --test sets in its children. */
+function plainEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env = { ...process.env, ...extra };
+  delete env.NODE_TEST_CONTEXT;
+  return env;
+}
+
+function runTests(...files: string[]) {
+  const r = spawnSync(process.execPath, [join(repoRoot, "scripts", "test.ts"), "--only", ...files], {
+    cwd: repoRoot,
+    encoding: "utf8",
+    env: plainEnv(),
+  });
+  return { status: r.status, out: `${r.stdout}\n${r.stderr}` };
+}
+
+describe("scripts/test.ts", () => {
+  it("fails a run whose tests were cancelled (a before hook threw), and says so", () => {
+    const r = runTests(join(fixtures, "before-hook-throws.ts"));
+    assert.equal(r.status, 1, r.out);
+    assert.match(r.out, /ℹ cancelled 2/, "node's own summary line stays visible");
+    assert.match(r.out, /# summary: 0 passed, 0 failed, 2 cancelled, 0 skipped, 0 todo \(2 tests\)/);
+    assert.match(r.out, /not passed: test\/unit\/harness\/fixtures\/before-hook-throws\.ts: .*2 cancelled/);
+    assert.match(r.out, /# FAILED: 2 cancelled \(a cancelled test is a failure\)/);
+  });
+
+  it("passes a run with passed, skipped and todo tests", () => {
+    const r = runTests(join(fixtures, "passes.ts"));
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, /# summary: 1 passed, 0 failed, 0 cancelled, 1 skipped, 1 todo \(3 tests\)/);
+    assert.match(r.out, /# PASSED/);
+  });
+});
+
+describe("skipped files", () => {
+  it("become skipped tests named by the file, with the reason, counted by node", () => {
+    const skipped = [
+      { file: "test/e2e/node/a.test.ts", reason: "needs real-node, unavailable on this machine: not root" },
+      { file: "test/e2e/node/b.test.ts", reason: "needs real-node, unavailable on this machine: not root" },
+    ];
+    const r = spawnSync(
+      process.execPath,
+      ["--test", "--test-reporter=spec", join(repoRoot, "test", "harness", "skipped.ts")],
+      { cwd: repoRoot, encoding: "utf8", env: plainEnv({ [skippedFilesEnv]: JSON.stringify(skipped) }) },
+    );
+    assert.equal(r.status, 0, r.stdout);
+    assert.match(
+      r.stdout,
+      /test\/e2e\/node\/a\.test\.ts .*# needs real-node, unavailable on this machine: not root/,
+    );
+    assert.match(r.stdout, /ℹ skipped 2/);
+  });
+});
+
+describe("verdict", () => {
+  const total = (counts: Partial<Record<string, number>>, success = true) => ({
+    counts: { tests: 0, passed: 0, failed: 0, cancelled: 0, skipped: 0, todo: 0, ...counts },
+    success,
+  });
+
+  it("fails on a failed test, on a cancelled one, and on a non-zero exit without either", () => {
+    const failing = verdict({
+      lines: [total({ failed: 1 }, false)],
+      exitStatus: 1,
+      skippedFiles: [],
+      root: "/",
+    });
+    assert.deepEqual([failing.ok, failing.lines.at(-1)], [false, "# FAILED: 1 failed"]);
+    const cancelled = verdict({
+      lines: [total({ cancelled: 3 }, false)],
+      exitStatus: 0,
+      skippedFiles: [],
+      root: "/",
+    });
+    assert.equal(cancelled.ok, false, "cancelled fails even if node exited 0");
+    const crashed = verdict({ lines: [total({ passed: 2 })], exitStatus: 1, skippedFiles: [], root: "/" });
+    assert.deepEqual([crashed.ok, crashed.lines.at(-1)], [false, "# FAILED: node --test exited 1"]);
+  });
+
+  it("fails when node reported no summary at all", () => {
+    const v = verdict({ lines: [], exitStatus: 0, skippedFiles: [], root: "/" });
+    assert.equal(v.ok, false);
+    assert.match(v.lines[0]!, /without reporting a summary/);
+  });
+
+  it("passes with skipped and todo tests, and lists the skipped files", () => {
+    const v = verdict({
+      lines: parseSummaryLines(`${JSON.stringify(total({ tests: 4, passed: 2, skipped: 1, todo: 1 }))}\n`),
+      exitStatus: 0,
+      skippedFiles: [{ file: "test/e2e/x.test.ts", reason: "needs real-node, unavailable: not root" }],
+      root: "/",
+    });
+    assert.equal(v.ok, true);
+    assert.deepEqual(v.lines, [
+      "# summary: 2 passed, 0 failed, 0 cancelled, 1 skipped, 1 todo (4 tests)",
+      "#   skipped file: test/e2e/x.test.ts: needs real-node, unavailable: not root",
+      "# PASSED",
+    ]);
+  });
+});

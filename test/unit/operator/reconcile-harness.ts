@@ -1,0 +1,365 @@
+/**
+ * What the MLModel reconcile's unit tests run it against: in-memory caches built from the
+ * controller's own cache declarations (same indexes, same Secret transform), a recording client
+ * that keeps every write (verb, kind, name, body) and can be told to fail one (409, 404, 422),
+ * and an Event recorder that keeps every Event. `settle()` lets the caches catch up with the
+ * writes made so far, as the informers would, so a test can walk a model through its life.
+ */
+import pino from "pino";
+import { mlModelKind } from "../../../src/api/kinds.ts";
+import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { operatorAccess } from "../../../src/operator/access.ts";
+import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
+import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
+import type {
+  CreatedSecrets,
+  MLModelContext,
+  ModelClient,
+  WrittenStatuses,
+} from "../../../src/operator/mlmodel/context.ts";
+import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
+import type { OperatorConfig } from "../../../src/operator/plan.ts";
+import {
+  ApiError,
+  type ApplyOptions,
+  type DeleteOptions,
+  type EventType,
+  type KubeObject,
+  kindName,
+  MemoryStore,
+  type ObjectKey,
+  type PatchType,
+  type ReconcileResult,
+  type ResourceKind,
+  type Store,
+} from "../../../src/runtime/index.ts";
+
+export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete" | "create";
+
+export interface Write {
+  verb: WriteVerb;
+  kind: ResourceKind;
+  namespace?: string;
+  name: string;
+  /** The object applied, the patch sent; none for delete. */
+  body?: unknown;
+  /** Server-side apply with force (takes fields from other managers). */
+  force?: boolean;
+  /** The subresource a patch wrote (status). */
+  subresource?: string;
+  /** The resourceVersion a status write produced (the caches get it when they settle it). */
+  resourceVersion?: string;
+}
+
+interface Failure {
+  verb?: WriteVerb;
+  kind?: string;
+  name?: string;
+  code: 404 | 409 | 422;
+}
+
+/** Every write of every RecordingClient of this test process (the access test reads them all). */
+export const everyWrite: Write[] = [];
+
+/** A ModelClient that records every write and fails the ones it was told to. */
+export class RecordingClient implements ModelClient {
+  readonly writes: Write[] = [];
+  /** Gives a status write the resourceVersion it produces, as the API server would. */
+  resourceVersions?: () => string;
+  readonly #failures: Failure[] = [];
+
+  /** The next write matching `match` fails with `code` (delete of a missing object answers false, as KubeClient's does). */
+  failNext(match: Omit<Failure, "code">, code: Failure["code"]): void {
+    this.#failures.push({ ...match, code });
+  }
+
+  async apply<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T, opts: ApplyOptions): Promise<T> {
+    return this.#applied("apply", kind, obj, opts);
+  }
+
+  async applyStatus<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    obj: T,
+    opts: ApplyOptions,
+  ): Promise<T> {
+    return this.#applied("applyStatus", kind, obj, opts);
+  }
+
+  /**
+   * Server-side apply answers with the object as stored: here, as sent, with the uid the server
+   * gives it (and a status write with its new resourceVersion).
+   */
+  #applied<T extends KubeObject>(verb: WriteVerb, kind: ResourceKind, obj: T, opts: ApplyOptions): T {
+    const resourceVersion = verb === "applyStatus" ? this.resourceVersions?.() : undefined;
+    this.#record({
+      verb,
+      kind,
+      ...keyOf(obj),
+      body: structuredClone(obj),
+      force: Boolean(opts.force),
+      ...(resourceVersion ? { resourceVersion } : {}),
+    });
+    const stored = withUid(kind, structuredClone(obj));
+    if (resourceVersion) stored.metadata.resourceVersion = resourceVersion;
+    return stored;
+  }
+
+  /** Create answers as apply does, or 409 (AlreadyExists) when told to fail. */
+  async create<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T): Promise<T> {
+    this.#record({ verb: "create", kind, ...keyOf(obj), body: structuredClone(obj) });
+    return withUid(kind, structuredClone(obj));
+  }
+
+  async patch<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    key: ObjectKey,
+    patch: unknown,
+    type: PatchType,
+    opts: { subresource?: string } = {},
+  ): Promise<T> {
+    if (type !== "merge" || opts.subresource !== "status")
+      throw new Error(`the operator only merge-patches status; got ${type} ${opts.subresource ?? ""}`);
+    this.#record({
+      verb: "patch",
+      kind,
+      ...key,
+      body: structuredClone(patch),
+      ...(opts.subresource ? { subresource: opts.subresource } : {}),
+    });
+    return {} as T;
+  }
+
+  async delete(kind: ResourceKind, key: ObjectKey, _opts?: DeleteOptions): Promise<boolean> {
+    try {
+      this.#record({ verb: "delete", kind, ...key });
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 404) return false;
+      throw err;
+    }
+    return true;
+  }
+
+  #record(write: Write): void {
+    this.writes.push(write);
+    everyWrite.push(write);
+    const i = this.#failures.findIndex(
+      (f) =>
+        (!f.verb || f.verb === write.verb) &&
+        (!f.kind || f.kind === write.kind.kind) &&
+        (!f.name || f.name === write.name),
+    );
+    if (i < 0) return;
+    const [failure] = this.#failures.splice(i, 1);
+    const reason = { 404: "NotFound", 409: "Conflict", 422: "Invalid" }[failure!.code];
+    throw new ApiError(failure!.code, `${write.verb} ${write.kind.kind}/${write.name}: ${reason}`, {
+      reason,
+    });
+  }
+}
+
+/** The uid the API server gives an object it stores: here, the same for the same kind and name. */
+function withUid<T extends KubeObject>(kind: ResourceKind, obj: T): T {
+  obj.metadata.uid ??= `uid-${kind.kind}-${obj.metadata.name}`;
+  return obj;
+}
+
+function keyOf(obj: KubeObject): { namespace?: string; name: string } {
+  return {
+    ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}),
+    name: obj.metadata.name!,
+  };
+}
+
+/**
+ * The writes the operator's access table (its generated RBAC) does not allow, as
+ * "verb kind[/subresource]": a status write (apply or merge patch) needs patch on the status
+ * subresource.
+ */
+export function disallowedWrites(writes: readonly Write[]): string[] {
+  const needs = {
+    apply: ["create", "patch"],
+    applyStatus: ["patch"],
+    patch: ["patch"],
+    delete: ["delete"],
+    create: ["create"],
+  };
+  const out = new Set<string>();
+  for (const w of writes) {
+    const subresource = w.verb === "applyStatus" ? "status" : w.subresource;
+    for (const verb of needs[w.verb]) {
+      const allowed = operatorAccess.some(
+        (a) =>
+          kindName(a.kind) === kindName(w.kind) &&
+          a.subresource === subresource &&
+          a.verbs.includes(verb as never),
+      );
+      if (!allowed) out.add(`${verb} ${kindName(w.kind)}${subresource ? `/${subresource}` : ""}`);
+    }
+  }
+  return [...out];
+}
+
+/** "apply Deployment/resnet": one write in a line, for comparing what a reconcile wrote. */
+export function line(w: Write): string {
+  return `${w.verb} ${w.kind.kind}/${w.name}`;
+}
+
+export interface RecordedEvent {
+  type: EventType;
+  reason: string;
+  message: string;
+}
+
+export const namespace = "ml";
+
+export function mlModel(spec: MLModelSpec, name = "resnet"): MLModel {
+  return {
+    apiVersion: "serving.mlmodel.dev/v1alpha1",
+    kind: "MLModel",
+    metadata: { name, namespace, uid: `uid-${name}`, generation: 1 },
+    spec,
+  };
+}
+
+/** A cluster as the operator's caches see it, and everything the reconcile wrote to it. */
+export class World {
+  readonly client = new RecordingClient();
+  readonly events: RecordedEvent[] = [];
+  readonly written: WrittenStatuses = new Map();
+  readonly createdSecrets: CreatedSecrets = new Map();
+  readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
+  /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
+  gatewayServed = false;
+  now = new Date("2026-01-01T00:00:00Z");
+  readonly #stores = new Map<string, MemoryStore>();
+  #resourceVersion = 100;
+  #settled = 0;
+  #reported = 0;
+
+  constructor(...objects: [ResourceKind, KubeObject][]) {
+    for (const [kind, obj] of objects) this.put(kind, obj);
+    this.client.resourceVersions = () => String(++this.#resourceVersion);
+  }
+
+  store(kind: ResourceKind): MemoryStore {
+    const key = kindName(kind);
+    let store = this.#stores.get(key);
+    if (!store) {
+      const declared = modelCaches.find((c) => kindName(c.kind) === key);
+      store = new MemoryStore(declared?.options.indexes ?? {});
+      this.#stores.set(key, store);
+    }
+    return store;
+  }
+
+  /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion (or the one given). */
+  put(kind: ResourceKind, obj: KubeObject, resourceVersion?: string): void {
+    const transform = modelCaches.find((c) => kindName(c.kind) === kindName(kind))?.options.transform;
+    const stored = withUid(kind, structuredClone(obj));
+    stored.metadata.namespace ??= namespace;
+    stored.metadata.resourceVersion = resourceVersion ?? String(++this.#resourceVersion);
+    this.store(kind).apply(transform ? (transform(stored) as KubeObject) : stored);
+  }
+
+  get<T extends KubeObject = KubeObject>(kind: ResourceKind, name: string): T | undefined {
+    const obj = this.store(kind).get({ namespace, name });
+    return obj ? (structuredClone(obj) as T) : undefined;
+  }
+
+  /** Changes a stored object (a copy: cached objects are frozen). */
+  update<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    name: string,
+    change: (obj: T) => void,
+  ): void {
+    const obj = this.get<T>(kind, name);
+    if (!obj) throw new Error(`no ${kind.kind} ${name} in the test world`);
+    change(obj);
+    this.put(kind, obj);
+  }
+
+  remove(kind: ResourceKind, name: string): void {
+    const obj = this.store(kind).get({ namespace, name });
+    if (obj) this.store(kind).delete(obj as KubeObject);
+  }
+
+  context(name = "resnet"): MLModelContext {
+    return {
+      request: { namespace, name },
+      signal: new AbortController().signal,
+      log: silentLogger,
+      client: this.client,
+      cache: <T extends KubeObject>(kind: ResourceKind) => this.store(kind) as unknown as Store<T>,
+      served: (kind: ResourceKind) => kindName(kind) !== kindName(httpRouteKind) || this.gatewayServed,
+      recorder: { event: (_obj, type, reason, message) => this.events.push({ type, reason, message }) },
+    };
+  }
+
+  /** One reconcile of the model; the writes it made, as lines. */
+  async reconcile(name = "resnet"): Promise<{ result: ReconcileResult | undefined; writes: string[] }> {
+    const result = await reconcileMLModel(this.context(name), {
+      ...this.config,
+      now: () => this.now,
+      writtenStatus: this.written,
+      createdSecrets: this.createdSecrets,
+    });
+    return { result, writes: this.newWrites().map(line) };
+  }
+
+  /** The writes since the last call (or since the start). */
+  newWrites(): Write[] {
+    const writes = this.client.writes.slice(this.#reported);
+    this.#reported = this.client.writes.length;
+    return writes;
+  }
+
+  /**
+   * The caches catch up with every write made so far (or with the next `count` of them only, a
+   * cache that lags): applied objects stored, deleted ones gone.
+   */
+  settle(count?: number): void {
+    const end = count === undefined ? this.client.writes.length : this.#settled + count;
+    for (const w of this.client.writes.slice(this.#settled, end)) {
+      if (w.verb === "delete") this.remove(w.kind, w.name);
+      else if (w.verb === "apply" || w.verb === "create") {
+        const before = this.get(w.kind, w.name);
+        this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) });
+      } else {
+        const patch = (w.body as { status?: Record<string, unknown> }).status ?? {};
+        const m = this.get<MLModel>(mlModelKind, w.name);
+        if (!m) throw new Error(`no MLModel ${w.name} in the test world`);
+        m.status =
+          w.verb === "applyStatus"
+            ? (patch as MLModel["status"])
+            : (mergePatch(m.status ?? {}, patch) as MLModel["status"]);
+        this.put(mlModelKind, m, w.resourceVersion);
+      }
+    }
+    this.#settled = Math.min(end, this.client.writes.length);
+  }
+
+  /** The last status the reconcile wrote for the model. */
+  lastStatus(name = "resnet"): MLModel["status"] {
+    const w = this.client.writes.findLast((x) => x.verb === "applyStatus" && x.name === name);
+    return (w?.body as MLModel | undefined)?.status;
+  }
+}
+
+function statusOf(obj: KubeObject | undefined): { status?: unknown } {
+  const status = (obj as { status?: unknown } | undefined)?.status;
+  return status === undefined ? {} : { status };
+}
+
+/** RFC 7386 JSON merge patch: null removes a field. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> =
+    target && typeof target === "object" && !Array.isArray(target) ? { ...(target as object) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+const silentLogger = pino({ level: "silent" });
