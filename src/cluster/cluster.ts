@@ -139,7 +139,30 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-function freePort(): Promise<number> {
+/**
+ * A port for a component to listen on, chosen below the kernel's ephemeral range: a port the
+ * kernel hands out (listen on 0) is one every outgoing connection on the machine may take
+ * before the component binds it seconds later, and a busy test run opens thousands.
+ */
+async function freePort(): Promise<number> {
+  const [ephemeralLow] = await ephemeralRange();
+  const low = 10_000;
+  if (ephemeralLow - low >= 1_000) {
+    for (let tries = 0; tries < 50; tries++) {
+      const port = low + Math.floor(Math.random() * (ephemeralLow - low));
+      if (await portFree(port)) return port;
+    }
+  }
+  return kernelChosenPort();
+}
+
+async function ephemeralRange(): Promise<[number, number]> {
+  const text = await readFile("/proc/sys/net/ipv4/ip_local_port_range", "utf8").catch(() => "");
+  const [low, high] = text.trim().split(/\s+/).map(Number);
+  return low && high ? [low, high] : [32768, 60999];
+}
+
+function kernelChosenPort(): Promise<number> {
   return new Promise((resolvePromise, reject) => {
     const server = createServer();
     server.once("error", reject);
@@ -451,157 +474,180 @@ const writeState = (dir: string, state: ClusterState) =>
   writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
 
 /** Starts a cluster in `options.dir`, or explains why it cannot. Returns its state. */
+/** How many times `up` starts over with new ports when a component finds its port taken. */
+const portConflictAttempts = 3;
+
 export async function up(options: UpOptions): Promise<ClusterState> {
   const dir = resolve(options.dir);
   const progress = options.progress ?? (() => {});
   const release = await claimDir(dir, progress);
-  const started: ProcessRecord[] = [];
   const realNode: RealNodeIdentity | undefined = options.realNode
     ? { nodeName: realNodeDefaults.nodeName, nodeIp: realNodeDefaults.nodeIp }
     : undefined;
   try {
-    const prerequisites = realNode ? await ensureRealNodePrerequisites(progress) : undefined;
-    const paths = await ensureBinaries(progress);
-    const t0 = Date.now();
-    const ports = await allocatePorts(options.apiserverPort);
-    if (realNode) {
-      await prepareNode({
-        clusterDir: dir,
-        apiserverPort: ports.apiserver,
-        ports: await allocateNodePorts(),
-        lockWaitMs: options.nodeLockWaitMs ?? realNodeDefaults.lockWaitMs,
-        progress,
-      });
+    for (let attempt = 1; ; attempt++) {
+      const started: ProcessRecord[] = [];
+      try {
+        return await startCluster(dir, options, realNode, started, progress);
+      } catch (err) {
+        if (realNode) await teardownNode(dir).catch(() => {});
+        for (const record of started.reverse()) await stopProcess(record, 2000);
+        // A port is free when chosen and bound seconds later: another process on a busy
+        // machine can take it in between. Starting over with new ports is the only cure.
+        if (err instanceof ComponentError && isPortConflict(err) && attempt < portConflictAttempts) {
+          progress(`${err.component} found its port taken; starting over with new ports`);
+          continue;
+        }
+        if (err instanceof ComponentError)
+          throw new ClusterError(`the local control plane did not start: ${err.message}`);
+        if (err instanceof MachineLockError || err instanceof NodeError || err instanceof PrerequisiteError)
+          throw new ClusterError(err.message);
+        throw err;
+      }
     }
-    const server = await writeMaterial(dir, ports, realNode);
-    const args = componentArgs(dir, ports, realNode);
-    const start = (component: ControlPlaneComponent) => {
-      const record = startProcess(
-        component,
-        paths[binaryOf[component]],
-        args[component],
-        join(dir, "logs", `${component}.log`),
-      );
-      started.push(record);
-      writeFileSync(startedFile(dir), JSON.stringify(started));
-      return record;
-    };
-    const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8");
-
-    const etcd = start("etcd");
-    await waitUntil(
-      etcd,
-      "healthy",
-      async () =>
-        (await probe({ url: `http://127.0.0.1:${ports.etcdClient}/health` })).body.includes(
-          '"health":"true"',
-        ),
-      30_000,
-    );
-    progress("etcd is up");
-
-    const apiserver = start("kube-apiserver");
-    await waitHealthy(apiserver, `${server}/readyz`, { ca }, 90_000);
-    progress(`kube-apiserver is ready at ${server}`);
-
-    const controllerManager = start("kube-controller-manager");
-    const scheduler = start("kube-scheduler");
-    const kwok = start("kwok");
-    await Promise.all([
-      waitHealthy(controllerManager, `https://127.0.0.1:${ports.controllerManager}/healthz`, {}, 60_000),
-      waitHealthy(scheduler, `https://127.0.0.1:${ports.scheduler}/healthz`, {}, 60_000),
-      waitUntil(
-        kwok,
-        "healthy",
-        async () => (await probe({ url: `http://127.0.0.1:${ports.kwok}/healthz` })).code === 200,
-        60_000,
-      ),
-    ]);
-    progress("kube-controller-manager, kube-scheduler and kwok are up");
-
-    const client = adminClient(kubeconfigPath(dir));
-    let nodeInfo: RealNodeInfo | undefined;
-    if (realNode && prerequisites) {
-      const kc = new KubeConfig();
-      kc.loadFromFile(kubeconfigPath(dir));
-      const pki = (name: string) => join(dir, "pki", name);
-      const kubeconfig = (name: string) => join(dir, "kubeconfigs", `${name}.kubeconfig`);
-      nodeInfo = await startNode({
-        clusterDir: dir,
-        binaries: prerequisites.binaries,
-        images: prerequisites.images,
-        extraImages: (options.images ?? []).map((archive) => resolve(archive)),
-        credentials: {
-          caFile: pki("ca.crt"),
-          kubeletCertFile: pki("kubelet.crt"),
-          kubeletKeyFile: pki("kubelet.key"),
-          kubeletKubeconfig: kubeconfig("kubelet"),
-          kubeProxyKubeconfig: kubeconfig("kube-proxy"),
-          provisionerKubeconfig: kubeconfig("local-path-provisioner"),
-        },
-        kubeConfig: kc,
-        logsDir: join(dir, "logs"),
-        started,
-        progress,
-      });
-    }
-    // Beside a real node, kwok nodes are opt-in and tainted: pods meant for kwok (images that
-    // exist nowhere) never land on the real node, and real pods never land on a fake one.
-    const nodes = await createFakeNodes(
-      client,
-      options.nodes ?? (realNode ? 0 : 3),
-      realNode ? kwokTaint : undefined,
-    );
-    if (nodes.length > 0)
-      await waitUntil(kwok, "making the fake nodes Ready", () => waitForNodesReady(client, nodes), 60_000);
-    await waitUntil(
-      controllerManager,
-      "creating service accounts",
-      () => waitForDefaultServiceAccount(client),
-      60_000,
-    );
-    const nodeSummary = [
-      nodeInfo ? `real node ${nodeInfo.nodeName} (${nodeInfo.nodeIp})` : undefined,
-      nodes.length > 0 || !nodeInfo
-        ? `${nodes.length} kwok nodes${nodes.length ? ` (${nodes.join(", ")})` : ""}`
-        : undefined,
-    ]
-      .filter(Boolean)
-      .join(" and ");
-    progress(`${nodeSummary} Ready; control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
-    if (options.gatewayApi) {
-      // Loaded when asked for: gateway-api.ts imports ClusterError from here (no static cycle).
-      const { installGatewayApiCrds } = await import("./gateway-api.ts");
-      await installGatewayApiCrds(kubeconfigPath(dir), progress);
-    }
-
-    const state: ClusterState = {
-      version: 1,
-      dir,
-      kubeconfig: kubeconfigPath(dir),
-      server,
-      etcdEndpoint: `http://127.0.0.1:${ports.etcdClient}`,
-      ports,
-      processes: started,
-      kubernetesVersion: versions.kubernetes,
-      startedAt: new Date().toISOString(),
-      ...(nodeInfo ? { realNode: nodeInfo } : {}),
-    };
-    await writeState(dir, state);
-    await rm(startedFile(dir), { force: true });
-    if (options.stopWhenGone !== undefined) startWatchdog(dir, options.stopWhenGone);
-    return state;
-  } catch (err) {
-    if (realNode) await teardownNode(dir).catch(() => {});
-    for (const record of started.reverse()) await stopProcess(record, 2000);
-    if (err instanceof ComponentError)
-      throw new ClusterError(`the local control plane did not start: ${err.message}`);
-    if (err instanceof MachineLockError || err instanceof NodeError || err instanceof PrerequisiteError)
-      throw new ClusterError(err.message);
-    throw err;
   } finally {
     await release();
   }
+}
+
+const isPortConflict = (err: ComponentError) => /address already in use/.test(err.message);
+
+async function startCluster(
+  dir: string,
+  options: UpOptions,
+  realNode: RealNodeIdentity | undefined,
+  started: ProcessRecord[],
+  progress: ProgressFn,
+): Promise<ClusterState> {
+  const prerequisites = realNode ? await ensureRealNodePrerequisites(progress) : undefined;
+  const paths = await ensureBinaries(progress);
+  const t0 = Date.now();
+  const ports = await allocatePorts(options.apiserverPort);
+  if (realNode) {
+    await prepareNode({
+      clusterDir: dir,
+      apiserverPort: ports.apiserver,
+      ports: await allocateNodePorts(),
+      lockWaitMs: options.nodeLockWaitMs ?? realNodeDefaults.lockWaitMs,
+      progress,
+    });
+  }
+  const server = await writeMaterial(dir, ports, realNode);
+  const args = componentArgs(dir, ports, realNode);
+  const start = (component: ControlPlaneComponent) => {
+    const record = startProcess(
+      component,
+      paths[binaryOf[component]],
+      args[component],
+      join(dir, "logs", `${component}.log`),
+    );
+    started.push(record);
+    writeFileSync(startedFile(dir), JSON.stringify(started));
+    return record;
+  };
+  const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8");
+
+  const etcd = start("etcd");
+  await waitUntil(
+    etcd,
+    "healthy",
+    async () =>
+      (await probe({ url: `http://127.0.0.1:${ports.etcdClient}/health` })).body.includes('"health":"true"'),
+    30_000,
+  );
+  progress("etcd is up");
+
+  const apiserver = start("kube-apiserver");
+  await waitHealthy(apiserver, `${server}/readyz`, { ca }, 90_000);
+  progress(`kube-apiserver is ready at ${server}`);
+
+  const controllerManager = start("kube-controller-manager");
+  const scheduler = start("kube-scheduler");
+  const kwok = start("kwok");
+  await Promise.all([
+    waitHealthy(controllerManager, `https://127.0.0.1:${ports.controllerManager}/healthz`, {}, 60_000),
+    waitHealthy(scheduler, `https://127.0.0.1:${ports.scheduler}/healthz`, {}, 60_000),
+    waitUntil(
+      kwok,
+      "healthy",
+      async () => (await probe({ url: `http://127.0.0.1:${ports.kwok}/healthz` })).code === 200,
+      60_000,
+    ),
+  ]);
+  progress("kube-controller-manager, kube-scheduler and kwok are up");
+
+  const client = adminClient(kubeconfigPath(dir));
+  let nodeInfo: RealNodeInfo | undefined;
+  if (realNode && prerequisites) {
+    const kc = new KubeConfig();
+    kc.loadFromFile(kubeconfigPath(dir));
+    const pki = (name: string) => join(dir, "pki", name);
+    const kubeconfig = (name: string) => join(dir, "kubeconfigs", `${name}.kubeconfig`);
+    nodeInfo = await startNode({
+      clusterDir: dir,
+      binaries: prerequisites.binaries,
+      images: prerequisites.images,
+      extraImages: (options.images ?? []).map((archive) => resolve(archive)),
+      credentials: {
+        caFile: pki("ca.crt"),
+        kubeletCertFile: pki("kubelet.crt"),
+        kubeletKeyFile: pki("kubelet.key"),
+        kubeletKubeconfig: kubeconfig("kubelet"),
+        kubeProxyKubeconfig: kubeconfig("kube-proxy"),
+        provisionerKubeconfig: kubeconfig("local-path-provisioner"),
+      },
+      kubeConfig: kc,
+      logsDir: join(dir, "logs"),
+      started,
+      progress,
+    });
+  }
+  // Beside a real node, kwok nodes are opt-in and tainted: pods meant for kwok (images that
+  // exist nowhere) never land on the real node, and real pods never land on a fake one.
+  const nodes = await createFakeNodes(
+    client,
+    options.nodes ?? (realNode ? 0 : 3),
+    realNode ? kwokTaint : undefined,
+  );
+  if (nodes.length > 0)
+    await waitUntil(kwok, "making the fake nodes Ready", () => waitForNodesReady(client, nodes), 60_000);
+  await waitUntil(
+    controllerManager,
+    "creating service accounts",
+    () => waitForDefaultServiceAccount(client),
+    60_000,
+  );
+  const nodeSummary = [
+    nodeInfo ? `real node ${nodeInfo.nodeName} (${nodeInfo.nodeIp})` : undefined,
+    nodes.length > 0 || !nodeInfo
+      ? `${nodes.length} kwok nodes${nodes.length ? ` (${nodes.join(", ")})` : ""}`
+      : undefined,
+  ]
+    .filter(Boolean)
+    .join(" and ");
+  progress(`${nodeSummary} Ready; control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+  if (options.gatewayApi) {
+    // Loaded when asked for: gateway-api.ts imports ClusterError from here (no static cycle).
+    const { installGatewayApiCrds } = await import("./gateway-api.ts");
+    await installGatewayApiCrds(kubeconfigPath(dir), progress);
+  }
+
+  const state: ClusterState = {
+    version: 1,
+    dir,
+    kubeconfig: kubeconfigPath(dir),
+    server,
+    etcdEndpoint: `http://127.0.0.1:${ports.etcdClient}`,
+    ports,
+    processes: started,
+    kubernetesVersion: versions.kubernetes,
+    startedAt: new Date().toISOString(),
+    ...(nodeInfo ? { realNode: nodeInfo } : {}),
+  };
+  await writeState(dir, state);
+  await rm(startedFile(dir), { force: true });
+  if (options.stopWhenGone !== undefined) startWatchdog(dir, options.stopWhenGone);
+  return state;
 }
 
 function startWatchdog(dir: string, ownerPid: number): void {

@@ -58,11 +58,17 @@ export function missingRequirements(): Requirement[] {
   return requirements.filter((r) => !found(r.path));
 }
 
+/** Who asks: the running process unless a test says otherwise. */
+export interface Asker {
+  uid: number | undefined;
+}
+const thisProcess = (): Asker => ({ uid: process.getuid?.() });
+
 /** Kernel and privilege checks that no package can fix; each failure is a sentence. */
-export async function kernelProblems(): Promise<string[]> {
+export async function kernelProblems(asker: Asker = thisProcess()): Promise<string[]> {
   const problems: string[] = [];
   if (process.platform !== "linux") return [`the real node needs Linux (this is ${process.platform})`];
-  if (process.getuid?.() !== 0) {
+  if (asker.uid !== 0) {
     problems.push(
       "the real node needs root (kubelet, containerd and runc create cgroups, mounts, network namespaces and iptables rules); run as root",
     );
@@ -103,8 +109,8 @@ export type RealNodeSupport = { ok: true } | { ok: false; reason: string };
  * Whether this machine can host the real node, without changing it. Missing Debian packages
  * do not count against it when apt-get can install them (ensureRealNodePrerequisites does).
  */
-export async function realNodeSupport(): Promise<RealNodeSupport> {
-  const problems = await kernelProblems();
+export async function realNodeSupport(asker: Asker = thisProcess()): Promise<RealNodeSupport> {
+  const problems = await kernelProblems(asker);
   if (problems.length > 0) return { ok: false, reason: problems.join("; ") };
   const missing = missingRequirements();
   if (missing.length > 0 && !found("apt-get")) {
