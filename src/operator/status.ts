@@ -374,16 +374,21 @@ export function operatorOwned(status: MLModelStatus | undefined): unknown {
   return Object.keys(mine).length ? { ...rest, download: mine } : rest;
 }
 
-/** A transition a person should hear about: one Event per change of phase or reason. */
+/**
+ * A transition a person should hear about, as an Event: every change to a problem (a Warning),
+ * and the change that ends one (Normal: what it became). The steps of a healthy rollout
+ * (Downloading, Deploying, Serving) get none: status says each of them with its time
+ * (conditions' lastTransitionTime, status.revision.history), and an Event per step cost every
+ * model one to three API writes that said nothing more (issue 15, bench/README.md).
+ */
 export function transitionEvent(
   before: MLModelStatus | undefined,
   after: MLModelStatus,
 ): { type: "Normal" | "Warning"; reason: string; message: string } | undefined {
   if (before?.phase === after.phase && before?.reason === after.reason) return undefined;
   const reason = after.reason ?? after.phase ?? "Unknown";
-  return {
-    type: isWarningReason(reason) ? "Warning" : "Normal",
-    reason,
-    message: `${after.phase}: ${after.message ?? ""}`,
-  };
+  const type = isWarningReason(reason) ? "Warning" : "Normal";
+  const recovered = before?.reason !== undefined && isWarningReason(before.reason);
+  if (type === "Normal" && !recovered) return undefined;
+  return { type, reason, message: `${after.phase}: ${after.message ?? ""}` };
 }

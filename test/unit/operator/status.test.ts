@@ -245,7 +245,7 @@ describe("computeStatus", () => {
     assert.deepEqual(again, first);
   });
 
-  it("emits one event per phase/reason transition, Warning for failures", () => {
+  it("emits an Event for a problem (Warning) and for its end (Normal), none for the steps of a healthy rollout", () => {
     assert.equal(
       transitionEvent({ phase: "Ready", reason: "Serving" }, { phase: "Ready", reason: "Serving" }),
       undefined,
@@ -257,7 +257,34 @@ describe("computeStatus", () => {
       )?.type,
       "Warning",
     );
-    assert.equal(transitionEvent(undefined, { phase: "Ready", reason: "Serving" })?.type, "Normal");
+    assert.equal(transitionEvent(undefined, { phase: "Downloading", reason: "Downloading" }), undefined);
+    assert.equal(
+      transitionEvent(
+        { phase: "Downloading", reason: "Downloading" },
+        { phase: "Deploying", reason: "ReplicasNotReady" },
+      ),
+      undefined,
+    );
+    assert.equal(
+      transitionEvent(
+        { phase: "Deploying", reason: "ReplicasNotReady" },
+        { phase: "Ready", reason: "Serving" },
+      ),
+      undefined,
+    );
+    assert.deepEqual(
+      transitionEvent(
+        { phase: "Pending", reason: "Unschedulable" },
+        { phase: "Deploying", reason: "ReplicasNotReady", message: "0 of 1" },
+      ),
+      { type: "Normal", reason: "ReplicasNotReady", message: "Deploying: 0 of 1" },
+      "the end of a problem is said",
+    );
+    assert.equal(
+      transitionEvent({ phase: "Failed", reason: "CrashLoopBackOff" }, { phase: "Ready", reason: "Serving" })
+        ?.type,
+      "Normal",
+    );
   });
 });
 
