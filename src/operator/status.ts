@@ -14,7 +14,7 @@ import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts
 import { redactText, redactUri } from "../downloader/redact.ts";
 import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
-import type { ServingPlan } from "./plan.ts";
+import { defaults, type ServingPlan } from "./plan.ts";
 import { isPodReady, podProblem, terminationMessage } from "./pods.ts";
 
 /** A referenced object that does not exist (or lacks the key we need). */
@@ -164,7 +164,13 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.shownUri}`, "Downloading");
     return { job: jobName, jobState: "Pending", attempts: 0 };
   }
-  const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0);
+  // Pods that ended but that the Job controller has not counted yet (uncountedTerminatedPods):
+  // without them a Job whose pod just succeeded reads as 0 attempts, nothing active, and
+  // status would step back from Running to Pending before the Job says Complete.
+  const uncounted = job.status?.uncountedTerminatedPods;
+  const ended = (uncounted?.succeeded?.length ?? 0) + (uncounted?.failed?.length ?? 0);
+  const attempts =
+    (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0) + ended;
   const end = jobEnd(job);
   if (end?.type === "Complete") {
     set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
@@ -182,14 +188,40 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     return { job: jobName, jobState: "Failed", attempts };
   }
   const problem = podProblem(o.jobPods);
-  if (problem) {
+  if (problem && claimBinding(o, problem) !== undefined) {
+    const message = `Job ${jobName} waits for claim ${plan.source.claimName} to be bound to a volume`;
+    set(p, "ModelDownloaded", false, "Downloading", message);
+    decide(p, "Downloading", message, "Downloading");
+  } else if (problem) {
     set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
     decide(p, problem.reason, `download: ${problem.message}`);
   } else {
     set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`);
     decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`, "Downloading");
   }
-  return { job: jobName, jobState: job.status?.active ? "Running" : "Pending", attempts };
+  return { job: jobName, jobState: job.status?.active || ended ? "Running" : "Pending", attempts };
+}
+
+/**
+ * When the download pod is unschedulable only because the model's new claim is not bound yet,
+ * the ms left of its grace (defaults.claimBindingGraceSeconds from the claim's creation): the
+ * normal wait for a volume, reported as Downloading, not as a problem. Also once the claim is
+ * Bound: the pod keeps the scheduler's verdict until its next try, which may come seconds
+ * later. After the grace, or for any other reason, undefined: the problem is reported (its
+ * hint names the StorageClass).
+ */
+export function claimBinding(o: Observed, problem = podProblem(o.jobPods)): number | undefined {
+  if (
+    problem?.reason !== "Unschedulable" ||
+    !/unbound immediate PersistentVolumeClaims/.test(problem.message)
+  )
+    return undefined;
+  const claim = o.storage;
+  if (!claim || claim.status?.phase === "Lost") return undefined;
+  const created = Date.parse(String(claim.metadata?.creationTimestamp ?? ""));
+  if (Number.isNaN(created)) return undefined;
+  const left = created + defaults.claimBindingGraceSeconds * 1000 - Date.parse(o.now);
+  return left > 0 ? left : undefined;
 }
 
 /** Returns the serving pods of the current revision (the Deployment's own: a canary's are judged apart). */

@@ -179,6 +179,36 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.equal(w.lastStatus()?.phase, "Downloading");
   });
 
+  it("a download pod waiting for the new claim's volume: Downloading, a look again when the grace ends, then Unschedulable", async () => {
+    const w = world(v1);
+    await step(w);
+    w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
+      c.metadata.creationTimestamp = w.now.toISOString();
+      (c as { status?: unknown }).status = { phase: "Pending" };
+    });
+    setJob(w, jobOf(v1), { active: 1 });
+    const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
+    w.put(builtinKinds.Pod, {
+      ...pod("resnet-dl-0", "", { unschedulable: unbound }),
+      metadata: { name: "resnet-dl-0", labels: { [labels.model]: "resnet", "job-name": jobOf(v1) } },
+    } as KubeObject);
+    const waiting = await w.reconcile();
+    assert.deepEqual(waiting.writes, ["applyStatus MLModel/resnet"], "Pending -> Running, said once");
+    assert.equal(w.lastStatus()?.reason, "Downloading");
+    assert.deepEqual(waiting.result, { requeueAfterMs: 300_100 });
+    assert.equal(w.events.length, 0, "the normal wait for a volume is no problem");
+    w.settle();
+    w.now = new Date(w.now.getTime() + 301_000);
+    const late = await w.reconcile();
+    assert.deepEqual(late.writes, ["applyStatus MLModel/resnet"]);
+    assert.deepEqual([w.lastStatus()?.phase, w.lastStatus()?.reason], ["Pending", "Unschedulable"]);
+    assert.equal(late.result, undefined);
+    assert.deepEqual(
+      w.events.map((e) => `${e.type} ${e.reason}`),
+      ["Warning Unschedulable"],
+    );
+  });
+
   it("a running Job whose template is no longer wanted is deleted, and the reconcile comes back for it", async () => {
     const w = world(v1);
     await step(w);
