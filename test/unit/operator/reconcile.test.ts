@@ -241,23 +241,42 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.deepEqual(result, { requeueAfterMs: 1000 });
   });
 
-  it("pruning waits for Ready: then the old Job goes and a prune Job keeps only the kept contents", async () => {
-    const w = await readyOn("1");
-    respec(w, v2);
+  it("pruning waits for Ready, and runs only once a version left the history: then only kept contents stay", async () => {
+    const limited = (version: string): MLModelSpec => ({
+      ...downloaded(version),
+      rollout: { revisionHistoryLimit: 1 },
+    });
+    const w = await readyWith(limited("1"));
+    assert.equal(
+      w.client.writes.filter((x) => x.name.includes("-prune-")).length,
+      0,
+      "a first download: storage holds only its content, no prune Job",
+    );
+    respec(w, limited("2"));
     await step(w);
-    setJob(w, jobOf(v2), complete);
+    setJob(w, jobOf(limited("2")), complete);
     assert.deepEqual(await step(w), ["apply Deployment/resnet", "applyStatus MLModel/resnet"]);
     assert.deepEqual(await step(w), [], "rolling out, not Ready: nothing is pruned");
-    rolledOut(w, revisionOf(v2));
-    const keep = [contentHash(v1), contentHash(v2)].sort();
+    rolledOut(w, revisionOf(limited("2")));
     assert.deepEqual(await step(w), [
-      `delete Job/${jobOf(v1)}`,
-      `delete Job/${pruneJobName("resnet", [contentHash(v1)])}`,
-      `apply Job/${pruneJobName("resnet", keep)}`,
+      `delete ControllerRevision/resnet-${revisionOf(limited("1"))}`,
+      `delete Job/${jobOf(limited("1"))}`,
+      `apply Job/${pruneJobName("resnet", [contentHash(limited("2"))])}`,
       "applyStatus MLModel/resnet",
     ]);
     assert.equal(w.lastStatus()?.phase, "Ready");
     assert.deepEqual(await step(w), [], "the prune Job is created once");
+  });
+
+  it("an update within the history limit keeps every version on storage: the old Job goes, no prune Job", async () => {
+    const w = await readyOn("1");
+    respec(w, v2);
+    await step(w);
+    setJob(w, jobOf(v2), complete);
+    await step(w);
+    rolledOut(w, revisionOf(v2));
+    assert.deepEqual(await step(w), [`delete Job/${jobOf(v1)}`, "applyStatus MLModel/resnet"]);
+    assert.equal(w.lastStatus()?.phase, "Ready");
   });
 
   it("a failed revision is recorded first, then the last ready one is served, and both are said", async () => {
