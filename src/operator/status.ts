@@ -165,12 +165,17 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     return { job: jobName, jobState: "Pending", attempts: 0 };
   }
   // Pods that ended but that the Job controller has not counted yet (uncountedTerminatedPods):
-  // without them a Job whose pod just succeeded reads as 0 attempts, nothing active, and
+  // without them a Job whose pod just succeeded reads as 0 attempts, nothing running, and
   // status would step back from Running to Pending before the Job says Complete.
   const uncounted = job.status?.uncountedTerminatedPods;
   const ended = (uncounted?.succeeded?.length ?? 0) + (uncounted?.failed?.length ?? 0);
-  const attempts =
-    (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0) + ended;
+  // Attempts are pods that started: a pod the Job counts as active may still wait for a node
+  // or for its volume, and that is no attempt yet (nor a running download).
+  const running = o.jobPods.filter(
+    (pod) => pod.status?.phase === "Running" && !pod.metadata?.deletionTimestamp,
+  ).length;
+  const started = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + ended + running;
+  const attempts = started;
   const end = jobEnd(job);
   if (end?.type === "Complete") {
     set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
@@ -188,18 +193,21 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     return { job: jobName, jobState: "Failed", attempts };
   }
   const problem = podProblem(o.jobPods);
-  if (problem && claimBinding(o, problem) !== undefined) {
-    const message = `Job ${jobName} waits for claim ${plan.source.claimName} to be bound to a volume`;
-    set(p, "ModelDownloaded", false, "Downloading", message);
-    decide(p, "Downloading", message, "Downloading");
-  } else if (problem) {
+  const volumeWait = problem ? claimBinding(o, problem) !== undefined : o.storage?.status?.phase !== "Bound";
+  if (problem && !volumeWait) {
     set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
     decide(p, problem.reason, `download: ${problem.message}`);
   } else {
-    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`);
-    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`, "Downloading");
+    // Said the same from the Job's creation until its pod runs: the pod that waits for the
+    // scheduler and the volume is no new step (and no status write).
+    const message =
+      running === 0 && volumeWait
+        ? `Job ${jobName} waits for its volume (claim ${plan.source.claimName}) to download ${plan.source.shownUri}`
+        : `Job ${jobName} is downloading ${plan.source.shownUri}`;
+    set(p, "ModelDownloaded", false, "Downloading", message);
+    decide(p, "Downloading", message, "Downloading");
   }
-  return { job: jobName, jobState: job.status?.active || ended ? "Running" : "Pending", attempts };
+  return { job: jobName, jobState: running || ended ? "Running" : "Pending", attempts };
 }
 
 /**

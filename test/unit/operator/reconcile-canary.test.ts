@@ -328,18 +328,23 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
 
   it("a timed pause holds the step and asks to be woken at its end, then moves on", async () => {
     const w = await timedCanaryReady();
+    const pauseEnds = new Date(w.now.getTime() + 300_000);
     const paused = await w.reconcile();
     w.settle();
     assert.equal(w.lastStatus()?.canary?.phase, "Paused");
-    assert.equal(w.lastStatus()?.canary?.pauseEndsAt, "2026-01-01T00:05:00.000Z");
+    assert.equal(w.lastStatus()?.canary?.pauseEndsAt, pauseEnds.toISOString());
     assert.deepEqual(paused.result, { requeueAfterMs: canaryRecheckMs }, "a transition: judged again soon");
     rolledOut(w, "resnet", 4);
     await step(w);
     const again = await w.reconcile();
     assert.deepEqual(again.writes, []);
-    assert.deepEqual(again.result, { requeueAfterMs: 300_000 }, "woken at the pause's end");
+    assert.deepEqual(
+      again.result,
+      { requeueAfterMs: pauseEnds.getTime() - w.now.getTime() + w.tickMs },
+      "woken at the pause's end",
+    );
 
-    w.now = new Date("2026-01-01T00:05:00Z");
+    w.now = pauseEnds;
     w.events.length = 0;
     assert.deepEqual(await step(w), ["apply Deployment/resnet-canary", "applyStatus MLModel/resnet"]);
     assert.equal(replicasOf(w, "resnet-canary"), 3, "60 % of 5");
@@ -352,8 +357,9 @@ describe("reconcileMLModel with a canary: steps, pauses and aborts", () => {
     // Write A (paused at step 1) and, once the pause is over, write B (step 2, the canary
     // Deployment to 60 %) go out before the cache has seen either; then it sees all but B's
     // status: the canary Deployment at 60 % beside a status that still says step 1.
+    const pauseEnds = new Date(w.now.getTime() + 300_000);
     assert.deepEqual((await w.reconcile()).writes, ["apply Deployment/resnet", "applyStatus MLModel/resnet"]);
-    w.now = new Date("2026-01-01T00:05:00Z");
+    w.now = pauseEnds;
     const b = await w.reconcile();
     assert.deepEqual(b.writes, [
       "apply Deployment/resnet",

@@ -177,10 +177,16 @@ describe("computeStatus", () => {
     assert.deepEqual([s.phase, s.reason], ["Failed", "RuntimeNotFound"]);
   });
 
-  it("is Downloading while the Job runs", () => {
-    const running: V1Job = { metadata: { name: jobName }, status: { active: 1 } };
-    const s = computeStatus(observe({ job: running }));
-    assert.deepEqual([s.phase, s.download?.jobState], ["Downloading", "Running"]);
+  it("is Downloading while the Job runs; its pod counts as an attempt once it runs", () => {
+    const active: V1Job = { metadata: { name: jobName }, status: { active: 1 } };
+    const waiting = computeStatus(observe({ job: active, jobPods: [{ status: { phase: "Pending" } }] }));
+    assert.deepEqual(
+      [waiting.phase, waiting.download?.jobState, waiting.download?.attempts],
+      ["Downloading", "Pending", 0],
+    );
+    const s = computeStatus(observe({ job: active, jobPods: [{ status: { phase: "Running" } }] }));
+    assert.deepEqual([s.phase, s.download?.jobState, s.download?.attempts], ["Downloading", "Running", 1]);
+    assert.match(s.message ?? "", /is downloading s3:\/\/b\/m/);
   });
 
   it("counts a download pod that ended before the Job controller counted it: Running, not back to Pending", () => {
@@ -212,7 +218,7 @@ describe("computeStatus", () => {
       const o = waiting(280);
       const s = computeStatus(o);
       assert.deepEqual([s.phase, s.reason], ["Downloading", "Downloading"]);
-      assert.match(s.message ?? "", /waits for claim resnet-model to be bound to a volume/);
+      assert.match(s.message ?? "", /waits for its volume \(claim resnet-model\)/);
       assert.equal(s.conditions?.find((c) => c.type === "StorageReady")?.reason, "ClaimPending");
       assert.equal(claimBinding(o), 20_000);
     });
