@@ -67,7 +67,8 @@ describe("samples on the local control plane", () => {
       assert.equal(m.status?.conditions?.find((x) => x.type === c)?.status, "True", c);
     }
     // Status says every step of a healthy rollout; Events say problems and their end only.
-    const events = await eventsFor(admin, ns.name, "resnet");
+    // The model's own Events (its Deployment, of the same name, has the cluster's).
+    const events = await eventsFor(admin, ns.name, "resnet", "MLModel");
     if (!events.some((e) => e.type === "Warning"))
       assert.deepEqual(events, [], "a rollout without a problem records no Event");
   });
