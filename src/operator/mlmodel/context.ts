@@ -77,6 +77,11 @@ export function rememberWritten(
 ): void {
   written.delete(key); // re-inserted last: the map stays in order of writing
   written.set(key, { ...entry, at: now });
+  forgetExpired(written, now);
+}
+
+/** Forgets the statuses written before the TTL, oldest first (the map is in order of writing). */
+export function forgetExpired(written: WrittenStatuses, now: number): void {
   for (const [k, e] of written) {
     if (now - (e.at ?? now) < writtenStatusTtlMs) break;
     written.delete(k);

@@ -18,7 +18,7 @@ import {
 import { commandsChangedPredicate } from "../canary/commands.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import type { CreatedSecrets, WrittenStatuses } from "./context.ts";
+import { type CreatedSecrets, forgetExpired, type WrittenStatuses, writtenStatusTtlMs } from "./context.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
 import { jobWakes, podWakes, specWakes, statusWakes } from "./wakes.ts";
 
@@ -46,6 +46,9 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
       models.byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`).map(requestOf);
 
   const written: WrittenStatuses = new Map();
+  // Written statuses expire (context.ts): a write forgets the expired ones, and so does this
+  // sweep once a TTL, for when no write comes (a burst of models, then quiet: 10,000 statuses).
+  setInterval(() => forgetExpired(written, Date.now()), writtenStatusTtlMs).unref();
   const createdSecrets: CreatedSecrets = new Map();
   mgr
     .controller("mlmodel")

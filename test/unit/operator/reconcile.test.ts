@@ -20,7 +20,11 @@ import {
   secretWithoutValues,
   uriSecretModelKeys,
 } from "../../../src/operator/mlmodel/caches.ts";
-import { rememberWritten, type WrittenStatuses } from "../../../src/operator/mlmodel/context.ts";
+import {
+  forgetExpired,
+  rememberWritten,
+  type WrittenStatuses,
+} from "../../../src/operator/mlmodel/context.ts";
 import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
@@ -419,6 +423,8 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.deepEqual([...written.keys()], ["ml/b", "ml/a"], "in order of writing");
     rememberWritten(written, "ml/c", entry, 95_000);
     assert.deepEqual([...written.keys()], ["ml/a", "ml/c"]);
+    forgetExpired(written, 155_000);
+    assert.deepEqual([...written.keys()], [], "swept without a write");
   });
 
   it("a deleted model: no write, and its written status is forgotten", async () => {
