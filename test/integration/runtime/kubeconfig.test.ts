@@ -16,34 +16,14 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import {
   builtinKinds,
-  type Connection,
   KubeClient,
   type KubeContext,
   kubeConnection,
   loadKubeConfig,
-  type ResourceKind,
 } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
-
-const selfSubjectReview: ResourceKind = {
-  group: "authentication.k8s.io",
-  version: "v1",
-  kind: "SelfSubjectReview",
-  plural: "selfsubjectreviews",
-  namespaced: false,
-};
-
-/** The user name the API server authenticated the connection (or client) as. */
-async function whoami(conn: Connection | KubeClient): Promise<string> {
-  const client = conn instanceof KubeClient ? conn : new KubeClient(conn);
-  const review = await client.create(selfSubjectReview, {
-    apiVersion: "authentication.k8s.io/v1",
-    kind: "SelfSubjectReview",
-    metadata: {},
-  });
-  return (review as { status?: { userInfo?: { username?: string } } }).status?.userInfo?.username ?? "";
-}
+import { whoAmI } from "../../harness/whoami.ts";
 
 interface Admin {
   /** Who the API server says the admin certificate is (its common name). */
@@ -64,7 +44,7 @@ async function adminMaterial(): Promise<Admin> {
   );
   return {
     // Asked through client-node, the reference this loader must agree with.
-    name: await whoami(KubeClient.fromKubeConfig(kubeConfig())),
+    name: await whoAmI(KubeClient.fromKubeConfig(kubeConfig())),
     server: ctx.cluster.server,
     caData: ctx.cluster["certificate-authority-data"]!,
     certData: u["client-certificate-data"],
@@ -121,7 +101,7 @@ describe("kubeconfig forms against the real API server", () => {
   const sa = (name: string) => `system:serviceaccount:${ns.name}:${name}`;
 
   it("a token from a TokenRequest", async () => {
-    assert.equal(await whoami(kubeConnection(load({ token: tokens.alice }))), sa("alice"));
+    assert.equal(await whoAmI(kubeConnection(load({ token: tokens.alice }))), sa("alice"));
   });
 
   it("a token file, read again once a minute has passed (projected tokens rotate)", async () => {
@@ -129,17 +109,17 @@ describe("kubeconfig forms against the real API server", () => {
     writeFileSync(file, `${tokens.alice}\n`);
     let now = 0;
     const conn = kubeConnection(load({ "token-file": file }), { now: () => now });
-    assert.equal(await whoami(conn), sa("alice"));
+    assert.equal(await whoAmI(conn), sa("alice"));
     writeFileSync(file, tokens.bob!);
     now += 30_000;
-    assert.equal(await whoami(conn), sa("alice"), "within the minute the token read is kept");
+    assert.equal(await whoAmI(conn), sa("alice"), "within the minute the token read is kept");
     now += 30_000;
-    assert.equal(await whoami(conn), sa("bob"), "after a minute the file is read again");
+    assert.equal(await whoAmI(conn), sa("bob"), "after a minute the file is read again");
   });
 
   it("a client certificate as inline data and as files relative to the kubeconfig", async () => {
     const inline = load({ "client-certificate-data": admin.certData, "client-key-data": admin.keyData });
-    assert.equal(await whoami(kubeConnection(inline)), admin.name);
+    assert.equal(await whoAmI(kubeConnection(inline)), admin.name);
     writeFileSync(join(dir, "admin.crt"), Buffer.from(admin.certData, "base64"));
     writeFileSync(join(dir, "admin.key"), Buffer.from(admin.keyData, "base64"));
     writeFileSync(join(dir, "ca.crt"), Buffer.from(admin.caData, "base64"));
@@ -148,7 +128,7 @@ describe("kubeconfig forms against the real API server", () => {
       { "certificate-authority-data": undefined, "certificate-authority": "ca.crt" },
     );
     assert.equal(files.user["client-certificate"], join(dir, "admin.crt"));
-    assert.equal(await whoami(kubeConnection(files)), admin.name);
+    assert.equal(await whoAmI(kubeConnection(files)), admin.name);
   });
 
   it("an exec plugin printing an ExecCredential: run once while its token is valid, told it is not interactive", async () => {
@@ -176,8 +156,8 @@ describe("kubeconfig forms against the real API server", () => {
         },
       }),
     );
-    assert.equal(await whoami(conn), sa("bob"));
-    assert.equal(await whoami(conn), sa("bob"));
+    assert.equal(await whoAmI(conn), sa("bob"));
+    assert.equal(await whoAmI(conn), sa("bob"));
     assert.equal(
       readFileSync(calls, "utf8").trim().split("\n").length,
       1,
@@ -204,7 +184,7 @@ describe("kubeconfig forms against the real API server", () => {
     writeFileSync(plugin, `#!/bin/sh\ncat "${join(dir, "cred.json")}"\n`);
     chmodSync(plugin, 0o755);
     const ctx = load({ exec: { apiVersion: "client.authentication.k8s.io/v1beta1", command: plugin } });
-    assert.equal(await whoami(kubeConnection(ctx)), admin.name);
+    assert.equal(await whoAmI(kubeConnection(ctx)), admin.name);
   });
 
   it("in-cluster: the kubernetes Service's host and port from the environment, token and CA from the service-account directory", async () => {
@@ -219,14 +199,14 @@ describe("kubeconfig forms against the real API server", () => {
     });
     assert.equal(ctx.source, "in-cluster");
     assert.equal(ctx.namespace, ns.name);
-    assert.equal(await whoami(kubeConnection(ctx)), sa("alice"));
+    assert.equal(await whoAmI(kubeConnection(ctx)), sa("alice"));
   });
 
   it("an auth-provider user goes through client-node (its tokenFile provider here)", async () => {
     const file = join(dir, "provider-token");
     writeFileSync(file, tokens.bob!);
     const ctx = load({ "auth-provider": { name: "tokenFile", config: { tokenFile: file } } });
-    assert.equal(await whoami(kubeConnection(ctx)), sa("bob"));
+    assert.equal(await whoAmI(kubeConnection(ctx)), sa("bob"));
   });
 
   it("reads the same cluster as client-node does from the test's kubeconfig, and lists with it", async () => {
