@@ -174,8 +174,7 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
   const running = o.jobPods.filter(
     (pod) => pod.status?.phase === "Running" && !pod.metadata?.deletionTimestamp,
   ).length;
-  const started = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + ended + running;
-  const attempts = started;
+  const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + ended + running;
   const end = jobEnd(job);
   if (end?.type === "Complete") {
     set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
