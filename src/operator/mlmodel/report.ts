@@ -1,9 +1,9 @@
 /**
  * Stage 6, report: the one place a reconcile writes the model's status and records an Event.
  * Only the operator's own status fields are compared (operatorOwned), so a reconcile with
- * nothing new writes nothing, and one Event is recorded per change of phase or reason, and
- * one per step of a canary (canaryEvent), after the status that says it. A change of counts
- * alone waits a moment for the next step (countsSettleMs).
+ * nothing new writes nothing; an Event is recorded for a problem and for its end
+ * (transitionEvent) and for each step of a canary (canaryEvent), after the status that says
+ * it. A change within one step waits a moment for the next step (countsSettleMs).
  */
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
@@ -45,7 +45,8 @@ export async function report(
     return undefined;
   }
   const now = Date.parse(o.now);
-  // Only right after a write of ours (an entry): a change of counts long after is written at once.
+  // Only within a minute of a write of ours (an entry): a change of counts long after one
+  // (an autoscaler's, a pod restarted) is written at once.
   if (mine && countsOnly(model.status, status)) {
     mine.countsSince ??= now;
     const wait = mine.countsSince + countsSettleMs - now;
