@@ -23,12 +23,12 @@ function ours(record: Readonly<Record<string, string>> | undefined): Record<stri
   return kept;
 }
 
-interface Object_ extends KubeObject {
+interface Child extends KubeObject {
   spec?: unknown;
   status?: Record<string, unknown>;
 }
 
-function metadataRead(o: Readonly<Object_>): unknown {
+function metadataRead(o: Readonly<Child>): unknown {
   const m = o.metadata;
   return [ours(m.labels), ours(m.annotations), m.deletionTimestamp, m.ownerReferences, m.generation];
 }
@@ -46,18 +46,18 @@ function conditionsRead(conditions: unknown): unknown {
 }
 
 /** Deployments, HPAs, PDBs: spec by generation, status whole but the conditions' timestamps. */
-export const statusWakes: Predicate = selectedChangedPredicate<Object_>((o) => [
+export const statusWakes: Predicate = selectedChangedPredicate<Child>((o) => [
   metadataRead(o),
   o.status && { ...o.status, conditions: conditionsRead(o.status.conditions) },
 ]);
 
 /** Services, claims, revisions (no generation): spec by value; of a claim's status, its phase. */
-export const specWakes: Predicate = selectedChangedPredicate<Object_ & { data?: unknown; revision?: number }>(
+export const specWakes: Predicate = selectedChangedPredicate<Child & { data?: unknown; revision?: number }>(
   (o) => [metadataRead(o), o.spec, o.data, o.revision, o.status?.["phase"]],
 );
 
 /** Jobs: how many pods ran and how they ended (status.ts, downloadStep), and their end. */
-export const jobWakes: Predicate = selectedChangedPredicate<Object_>((o) => {
+export const jobWakes: Predicate = selectedChangedPredicate<Child>((o) => {
   const s = o.status ?? {};
   return [
     metadataRead(o),
@@ -88,7 +88,7 @@ function containerRead(c: V1ContainerStatus): unknown {
  * time is counted from it), and each container's state as pods.ts judges it.
  */
 export const podWakes: Predicate = selectedChangedPredicate<
-  Object_ & {
+  Child & {
     status?: {
       phase?: string;
       conditions?: V1PodCondition[];
