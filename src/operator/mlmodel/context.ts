@@ -62,7 +62,9 @@ export type WrittenStatuses = Map<
 >;
 
 /**
- * A cache shows a write within milliseconds to seconds; an entry this old has long been seen.
+ * A cache shows a write within milliseconds to seconds; an entry this old has long been seen
+ * (a cache a minute behind has a broken watch, which its informer reports on /readyz after its
+ * grace period and lists again).
  * Without an end, the map held the last status of every model the operator ever wrote (a
  * model nothing wakes again is not reconciled again to drop it): about 1 KiB per model.
  */
