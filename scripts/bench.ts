@@ -7,7 +7,9 @@
  *   npm run bench -- --path both --models 300      # image path, then download path
  *   npm run bench -- --models 1000 --json          # last line: one JSON object
  *   npm run bench -- --models 1000 --series converge,floor --memory 1000,10000
+ *   npm run bench -- --series first-inference --runs 3   # real pods: apply -> first prediction (bench/realnode)
  */
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCluster } from "../bench/lib/cluster.ts";
 import {
@@ -18,6 +20,11 @@ import {
   type SeriesName,
 } from "../bench/operator/bench.ts";
 import { jsonLine, summary, writeResults } from "../bench/operator/report.ts";
+import {
+  firstInferenceSummary,
+  runFirstInferenceBench,
+  writeFirstInferenceResult,
+} from "../bench/realnode/first-inference.ts";
 import { defaultConcurrency } from "../src/operator/mlmodel/controller.ts";
 
 const help = `Usage: npm run bench -- [flags]
@@ -27,7 +34,10 @@ const help = `Usage: npm run bench -- [flags]
                       + Service; volumes made by the bench beforehand), or both (default image)
   --json              print one JSON object as the last line
   --kubeconfig PATH   use this cluster (default: $KUBECONFIG if set, else a private local control plane)
-  --series LIST       comma-separated: ${allSeries.join(",")} (default: all)
+  --series LIST       comma-separated: ${allSeries.join(",")} (default: all), or first-inference
+                      (real pods on a real-node cluster of its own: apply -> first prediction, and
+                      traffic during an update and a rollback; opt-in, Linux and root)
+  --runs N            first-inference runs (default 3)
   --concurrency N     operator --concurrency and the floor client's (default ${defaultConcurrency}, the operator's default)
   --idle SECONDS      steady-state idle period (default 60)
   --memory LIST       cached-model counts for the memory series (default 1000,10000; "" to skip)
@@ -43,6 +53,7 @@ function parse() {
       json: { type: "boolean", default: false },
       kubeconfig: { type: "string" },
       series: { type: "string", default: allSeries.join(",") },
+      runs: { type: "string", default: "3" },
       concurrency: { type: "string", default: String(defaultConcurrency) },
       idle: { type: "string", default: "60" },
       memory: { type: "string", default: "1000,10000" },
@@ -53,6 +64,8 @@ function parse() {
   });
   return values;
 }
+
+const firstInference = "first-inference";
 
 function positive(name: string, value: string): number {
   const n = Number(value);
@@ -66,9 +79,11 @@ async function main(): Promise<number> {
     console.log(help);
     return 0;
   }
-  const series = new Set(flags.series.split(",").filter(Boolean) as SeriesName[]);
+  const asked = new Set(flags.series.split(",").filter(Boolean));
+  const series = new Set([...asked].filter((s) => s !== firstInference) as SeriesName[]);
   for (const s of series)
-    if (!allSeries.includes(s)) throw new Error(`--series: unknown "${s}"; known: ${allSeries.join(", ")}`);
+    if (!allSeries.includes(s))
+      throw new Error(`--series: unknown "${s}"; known: ${[...allSeries, firstInference].join(", ")}`);
   const models = positive("models", flags.models);
   const paths: BenchPath[] =
     flags.path === "both"
@@ -82,6 +97,16 @@ async function main(): Promise<number> {
     .filter(Boolean)
     .map((v) => positive("memory", v));
   const log = (line: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+  if (asked.has(firstInference)) {
+    const result = await runFirstInferenceBench({ runs: positive("runs", flags.runs), log });
+    if (!result.skipped) {
+      const file = join(import.meta.dirname, "..", "bench", "results", "first-inference.json");
+      writeFirstInferenceResult(result, file);
+      log(`wrote ${file}`);
+    }
+    console.log(firstInferenceSummary(result));
+    if (series.size === 0) return 0;
+  }
   const cluster = await benchCluster({
     kubeconfig: flags.kubeconfig ?? process.env.KUBECONFIG,
     // Floor and operator pods never coexist (the floor namespace is emptied first); a download

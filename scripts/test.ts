@@ -10,17 +10,27 @@
  *   node scripts/test.ts --keep-cluster  leave the cluster running afterwards (prints its dir)
  *
  * Prerequisites (test/harness/prerequisites): the control plane's binaries, Helm, the
- * downloader's test servers, openssl. Each test file's needs come from its directory and its
- * `// test-needs:` line; the missing ones are installed into caches outside the repo first, with
- * progress. A failed install stops the run naming what failed and how to install it by hand; a
- * prerequisite unavailable on this machine turns the files that need it into skipped tests.
+ * downloader's test servers, openssl, a real node's packages and binaries, the images. Each test
+ * file's needs come from its directory and its `// test-needs:` line; the missing ones are
+ * installed into caches outside the repo first, with progress. A failed install stops the run
+ * naming what failed and how to install it by hand; a prerequisite unavailable on this machine
+ * turns the files that need it into skipped tests, unless MLMODEL_TEST_REQUIRE names it (CI):
+ * then they are failures.
+ *
+ * Real pods: when a selected file needs `real-node`, ONE real-node cluster is started for the run
+ * beside the shared kwok cluster, with the built images imported (MLMODEL_TEST_REAL_NODE_DIR for
+ * the test processes), waiting for the machine's node while another run holds it. Files that
+ * start real nodes of their own (`own-real-node`) run afterwards, one at a time, once it has
+ * stopped: a machine hosts one real node at a time.
  *
  * The verdict: node's spec reporter prints its own summary (pass, fail, cancelled, skipped,
  * todo); the runner adds one line with the same counts and exits non-zero when any test failed
  * or was cancelled.
  *
  * MLMODEL_TEST_CLUSTER_DIR=DIR reuses a cluster started with `mlmodel cluster up --dir DIR`
- * (the fast loop while developing); MLMODEL_TEST_KUBECONFIG=PATH runs against another cluster.
+ * (the fast loop while developing); MLMODEL_TEST_KUBECONFIG=PATH runs against another cluster;
+ * MLMODEL_TEST_REAL_NODE_DIR=DIR reuses a cluster started with `mlmodel cluster up --real-node
+ * --dir DIR --image ...` for the real-node files.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -29,14 +39,20 @@ import { join, relative, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { down, readState, up } from "../src/cluster/index.ts";
+import { ensureImage, imageNames } from "../src/images/index.ts";
 import {
   prepareAndReport,
+  requiredNames,
+  splitUnavailable,
   unavailableFiles,
   withRequirements,
 } from "../test/harness/prerequisites/engine.ts";
 import { registry } from "../test/harness/prerequisites/index.ts";
 import { planNeeds, runnerMarker } from "../test/harness/prerequisites/needs.ts";
+import { realNodeDirEnv } from "../test/harness/realnode.ts";
 import {
+  mergePhases,
+  type PhaseResult,
   parseSummaryLines,
   type SkippedFile,
   skippedFilesEnv,
@@ -72,17 +88,30 @@ function step(name: string, command: string, args: string[]): void {
   }
 }
 
-/** Checks and installs what the files need; exits on a failed install. Returns the skipped files. */
-async function prepareFor(needs: Map<string, string[]>): Promise<SkippedFile[]> {
+/**
+ * Checks and installs what the files need; exits on a failed install. Returns the files to skip
+ * (an unavailable prerequisite) and those that had to run but cannot (a required one).
+ */
+async function prepareFor(
+  needs: Map<string, string[]>,
+): Promise<{ skipped: SkippedFile[]; notRun: SkippedFile[]; ready: Set<string> }> {
   const wanted = withRequirements(registry, new Set([...needs.values()].flat()));
-  if (wanted.length === 0) return [];
+  if (wanted.length === 0) return { skipped: [], notRun: [], ready: new Set() };
   console.log(`\n# prerequisites: ${wanted.map((p) => p.name).join(", ")}`);
   const { outcomes, failed } = await prepareAndReport(wanted, "# [prerequisites] ");
   if (failed > 0) {
     console.error(`# FAILED: ${failed} prerequisite(s) could not be installed; no tests were run`);
     process.exit(1);
   }
-  return unavailableFiles(needs, outcomes);
+  const ready = new Set(outcomes.filter((o) => o.state !== "unavailable").map((o) => o.name));
+  const split = splitUnavailable(
+    unavailableFiles(needs, outcomes),
+    needs,
+    outcomes,
+    requiredNames(),
+    registry,
+  );
+  return { ...split, ready };
 }
 
 const roots = values.only
@@ -105,6 +134,7 @@ try {
   console.error(`# ${(err as Error).message}`);
   process.exit(2);
 }
+const needsOfFile = (f: string) => needs.get(relative(root, f)) ?? [];
 
 if (!values["skip-checks"] && !values.only) {
   const bin = (name: string) => join(root, "node_modules", ".bin", name);
@@ -112,14 +142,21 @@ if (!values["skip-checks"] && !values.only) {
   step("lint", bin("biome"), ["ci", "."]);
 }
 
-const skippedFiles = await prepareFor(needs);
-const skipped = new Set(skippedFiles.map((s) => s.file));
-const files = allFiles.filter((f) => !skipped.has(relative(root, f)));
-const needsCluster = files.some((f) => needs.get(relative(root, f))?.includes("cluster"));
+const prepared = await prepareFor(needs);
+const skippedFiles = prepared.skipped;
+const notRunFiles = [...prepared.notRun];
+const excluded = new Set([...skippedFiles, ...notRunFiles].map((s) => s.file));
+let files = allFiles.filter((f) => !excluded.has(relative(root, f)));
+const needsCluster = files.some((f) => needsOfFile(f).includes("cluster"));
 
-let clusterDir: string | undefined;
-const env: NodeJS.ProcessEnv = { ...process.env };
-if (needsCluster) {
+/** A cluster the run started (stopped at the end) or reused (left running). */
+interface RunCluster {
+  env: NodeJS.ProcessEnv;
+  stop?: () => Promise<void>;
+}
+
+/** The shared kwok cluster: MLMODEL_TEST_CLUSTER_DIR's, MLMODEL_TEST_KUBECONFIG's, or one of the run's own. */
+async function sharedCluster(): Promise<RunCluster> {
   const reuse = process.env.MLMODEL_TEST_CLUSTER_DIR;
   const reused = reuse ? await readState(reuse) : undefined;
   if (reuse && !reused) {
@@ -129,80 +166,177 @@ if (needsCluster) {
     process.exit(1);
   }
   if (reused) {
-    env.KUBECONFIG = reused.kubeconfig;
     console.log(`# reusing the local control plane in ${reuse} (left running afterwards)`);
-  } else if (process.env.MLMODEL_TEST_KUBECONFIG) {
-    env.KUBECONFIG = process.env.MLMODEL_TEST_KUBECONFIG;
-    console.log(`# using the cluster in MLMODEL_TEST_KUBECONFIG=${env.KUBECONFIG}`);
-  } else {
-    clusterDir = mkdtempSync(join(tmpdir(), "mlmodel-test-cluster-"));
-    console.log(`# starting a local control plane in ${clusterDir}`);
-    try {
-      const state = await up({
-        dir: clusterDir,
-        stopWhenGone: values["keep-cluster"] ? undefined : process.pid,
-        progress: (line) => console.log(`# [cluster] ${line}`),
-      });
-      env.KUBECONFIG = state.kubeconfig;
-      env.MLMODEL_TEST_CLUSTER_DIR = clusterDir;
-    } catch (err) {
-      console.error(
-        `# BLOCKED: the local control plane did not start, so integration and e2e tests cannot run.`,
-      );
-      console.error(`# ${(err as Error).message}`);
-      await down(clusterDir).catch(() => {});
-      process.exit(1);
-    }
+    return { env: { KUBECONFIG: reused.kubeconfig } };
+  }
+  if (process.env.MLMODEL_TEST_KUBECONFIG) {
+    console.log(`# using the cluster in MLMODEL_TEST_KUBECONFIG=${process.env.MLMODEL_TEST_KUBECONFIG}`);
+    return { env: { KUBECONFIG: process.env.MLMODEL_TEST_KUBECONFIG } };
+  }
+  const dir = mkdtempSync(join(tmpdir(), "mlmodel-test-cluster-"));
+  console.log(`# starting a local control plane in ${dir}`);
+  try {
+    const state = await up({
+      dir,
+      stopWhenGone: values["keep-cluster"] ? undefined : process.pid,
+      progress: (line) => console.log(`# [cluster] ${line}`),
+    });
+    return {
+      env: { KUBECONFIG: state.kubeconfig, MLMODEL_TEST_CLUSTER_DIR: dir },
+      stop: () => stopCluster(dir, "the local control plane"),
+    };
+  } catch (err) {
+    console.error(
+      `# BLOCKED: the local control plane did not start, so integration and e2e tests cannot run.`,
+    );
+    console.error(`# ${(err as Error).message}`);
+    await down(dir).catch(() => {});
+    process.exit(1);
   }
 }
 
+/**
+ * The run's one real-node cluster (a machine hosts one real node), with the built images
+ * imported: MLMODEL_TEST_REAL_NODE_DIR's when set (left running), else one of the run's own,
+ * waiting for the machine's node while another run holds it. Undefined when it did not start
+ * (its files are then failures, the others still run).
+ */
+async function realNodeCluster(withImages: boolean): Promise<RunCluster | { error: string }> {
+  const reuse = process.env[realNodeDirEnv];
+  if (reuse) {
+    const state = await readState(reuse);
+    if (!state?.realNode)
+      return {
+        error: `${realNodeDirEnv}=${reuse} holds no running cluster with a real node (mlmodel cluster up --real-node --dir ${reuse})`,
+      };
+    console.log(`# reusing the real-node cluster in ${reuse} (left running afterwards)`);
+    return { env: { [realNodeDirEnv]: reuse } };
+  }
+  const images: string[] = [];
+  if (withImages) for (const name of imageNames) images.push((await ensureImage(name)).archive);
+  const dir = mkdtempSync(join(tmpdir(), "mlmodel-test-realnode-"));
+  console.log(
+    `# starting the run's real-node cluster in ${dir}${images.length ? ` with ${imageNames.join(", ")}` : ""}`,
+  );
+  try {
+    await up({
+      dir,
+      realNode: true,
+      images,
+      stopWhenGone: values["keep-cluster"] ? undefined : process.pid,
+      // Another run (or an engineer's cluster) may hold the machine's node: wait, saying so.
+      nodeLockWaitMs: 60 * 60_000,
+      progress: (line) => console.log(`# [real-node] ${line}`),
+    });
+    return { env: { [realNodeDirEnv]: dir }, stop: () => stopCluster(dir, "the real-node cluster") };
+  } catch (err) {
+    await down(dir).catch(() => {});
+    return { error: `the run's real-node cluster did not start: ${(err as Error).message}` };
+  }
+}
+
+async function stopCluster(dir: string, what: string): Promise<void> {
+  if (values["keep-cluster"]) {
+    console.log(`# ${what} kept: stop it with: mlmodel cluster down --dir ${dir}`);
+    return;
+  }
+  const stopped = await down(dir);
+  const leftovers = stopped?.leftovers.length ? `; LEFT BEHIND: ${stopped.leftovers.join(", ")}` : "";
+  console.log(`# stopped ${what} (${stopped?.stopped.join(", ") ?? "nothing was running"})${leftovers}`);
+}
+
+/** One `node --test` invocation; its summary lines come from the summary reporter's file. */
+function runNodeTest(testFiles: string[], env: NodeJS.ProcessEnv, concurrency: number): PhaseResult {
+  const summaryDir = mkdtempSync(join(tmpdir(), "mlmodel-test-summary-"));
+  const summaryFile = join(summaryDir, "summary.jsonl");
+  const reporter = pathToFileURL(join(root, "test", "harness", "summary-reporter.ts")).href;
+  try {
+    const result = spawnSync(
+      process.execPath,
+      [
+        "--test",
+        // A file whose tests have all ended exits even if it leaked a timer or a socket: otherwise
+        // one leak (seen after a failed before hook) hangs the whole run, and CI, forever.
+        "--test-force-exit",
+        `--test-concurrency=${concurrency}`,
+        "--test-timeout=900000",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        `--test-reporter=${reporter}`,
+        `--test-reporter-destination=${summaryFile}`,
+        ...testFiles,
+      ],
+      { cwd: root, stdio: "inherit", env },
+    );
+    const lines = existsSync(summaryFile) ? parseSummaryLines(readFileSync(summaryFile, "utf8")) : [];
+    return { lines, exitStatus: result.status };
+  } finally {
+    rmSync(summaryDir, { recursive: true, force: true });
+  }
+}
+
+// Files that start real nodes of their own run after the others, once the run's real node has
+// stopped: one machine hosts one real node at a time.
+const ownNodeFiles = files.filter((f) => needsOfFile(f).includes("own-real-node"));
+let mainFiles = files.filter((f) => !ownNodeFiles.includes(f));
+const needsRealNode = mainFiles.some((f) => needsOfFile(f).includes("real-node"));
+
+const env: NodeJS.ProcessEnv = { ...process.env };
 env[runnerMarker] = "1";
 // Set when this runner itself runs inside a test (runner.test.ts): node --test would then write
 // its protocol instead of the report.
 delete env.NODE_TEST_CONTEXT;
 env[skippedFilesEnv] = JSON.stringify(skippedFiles);
-const summaryDir = mkdtempSync(join(tmpdir(), "mlmodel-test-summary-"));
-const summaryFile = join(summaryDir, "summary.jsonl");
-const reporter = pathToFileURL(join(root, "test", "harness", "summary-reporter.ts")).href;
-let ok = false;
+const clusters: RunCluster[] = [];
+const phases: PhaseResult[] = [];
 try {
-  const skippedNote = skippedFiles.length > 0 ? `, ${skippedFiles.length} skipped` : "";
-  console.log(
-    `\n# running ${files.length} test files${skippedNote}${needsCluster ? " (with a real control plane)" : ""}`,
-  );
-  const result = spawnSync(
-    process.execPath,
-    [
-      "--test",
-      // A file whose tests have all ended exits even if it leaked a timer or a socket: otherwise
-      // one leak (seen after a failed before hook) hangs the whole run, and CI, forever.
-      "--test-force-exit",
-      "--test-concurrency=3",
-      "--test-timeout=900000",
-      "--test-reporter=spec",
-      "--test-reporter-destination=stdout",
-      `--test-reporter=${reporter}`,
-      `--test-reporter-destination=${summaryFile}`,
-      ...files,
-      ...(skippedFiles.length > 0 ? [join(root, "test", "harness", "skipped.ts")] : []),
-    ],
-    { cwd: root, stdio: "inherit", env },
-  );
-  const summary = existsSync(summaryFile) ? parseSummaryLines(readFileSync(summaryFile, "utf8")) : [];
-  const v = verdict({ lines: summary, exitStatus: result.status, skippedFiles, root });
-  console.log(`\n${v.lines.join("\n")}`);
-  ok = v.ok;
-} finally {
-  rmSync(summaryDir, { recursive: true, force: true });
-  if (clusterDir && !values["keep-cluster"]) {
-    const stopped = await down(clusterDir);
-    console.log(
-      `# stopped the local control plane (${stopped?.stopped.join(", ") ?? "nothing was running"})`,
-    );
-  } else if (clusterDir) {
-    console.log(
-      `# cluster kept: KUBECONFIG=${env.KUBECONFIG}; stop it with: mlmodel cluster down --dir ${clusterDir}`,
-    );
+  const [shared, real] = await Promise.all([
+    needsCluster ? sharedCluster() : undefined,
+    needsRealNode ? realNodeCluster(prepared.ready.has("images")) : undefined,
+  ]);
+  let realNode: RunCluster | undefined;
+  for (const started of [shared, real]) {
+    if (!started) continue;
+    if ("error" in started) {
+      console.error(`# ${started.error}`);
+      const blocked = mainFiles.filter((f) => needsOfFile(f).includes("real-node"));
+      notRunFiles.push(...blocked.map((f) => ({ file: relative(root, f), reason: started.error })));
+      mainFiles = mainFiles.filter((f) => !blocked.includes(f));
+      files = files.filter((f) => !blocked.includes(f));
+      continue;
+    }
+    clusters.push(started);
+    Object.assign(env, started.env);
+    if (started === real) realNode = started;
   }
+
+  const skippedNote = skippedFiles.length > 0 ? `, ${skippedFiles.length} skipped` : "";
+  const with_ = [needsCluster ? "a real control plane" : "", realNode ? "a real node" : ""].filter(Boolean);
+  console.log(
+    `\n# running ${mainFiles.length} test files${skippedNote}${with_.length ? ` (with ${with_.join(" and ")})` : ""}`,
+  );
+  phases.push(
+    runNodeTest(
+      [...mainFiles, ...(skippedFiles.length > 0 ? [join(root, "test", "harness", "skipped.ts")] : [])],
+      env,
+      3,
+    ),
+  );
+  if (realNode) {
+    await realNode.stop?.();
+    clusters.splice(clusters.indexOf(realNode), 1);
+    delete env[realNodeDirEnv];
+  }
+  if (ownNodeFiles.length > 0) {
+    console.log(
+      `\n# running ${ownNodeFiles.length} test file(s) that start real nodes of their own, one at a time`,
+    );
+    phases.push(runNodeTest(ownNodeFiles, env, 1));
+  }
+} finally {
+  for (const cluster of clusters.reverse()) await cluster.stop?.();
 }
-process.exit(ok ? 0 : 1);
+const merged = mergePhases(phases);
+const v = verdict({ ...merged, skippedFiles, notRunFiles, root });
+console.log(`\n${v.lines.join("\n")}`);
+process.exit(v.ok ? 0 : 1);

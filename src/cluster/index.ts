@@ -1,4 +1,5 @@
 /** The local control plane, as a library: the CLI and the test harness both use it. */
+export { aptInstall } from "./apt.ts";
 export { BinaryError, binaryNames, ensureBinaries, ensureNodeBinaries, nodeBinaryNames } from "./binaries.ts";
 export {
   ClusterError,
@@ -26,12 +27,22 @@ export {
   reserveRealNode,
   teardownNode,
 } from "./node/node.ts";
-export { packImage } from "./node/oci.ts";
+export {
+  type ArchiveLayer,
+  archiveFormat,
+  type ImageSettings,
+  type LayerBlob,
+  packImage,
+  sha256Digest,
+  writeImageArchive,
+} from "./node/oci.ts";
 export {
   ensureRealNodePrerequisites,
   PrerequisiteError,
   type RealNodeSupport,
+  realNodePrerequisitesMissing,
   realNodeSupport,
 } from "./node/prerequisites.ts";
 export { defaultClusterDir } from "./paths.ts";
+export { servingCertificate } from "./pki.ts";
 export { versions } from "./versions.ts";

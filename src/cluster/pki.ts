@@ -73,11 +73,13 @@ function serial(): string {
     .replace(/^[89a-f]/, "1");
 }
 
-async function createCa(): Promise<{ cert: x509.X509Certificate; keys: CryptoKeyPair }> {
+async function createCa(
+  name = "mlmodel-local-ca",
+): Promise<{ cert: x509.X509Certificate; keys: CryptoKeyPair }> {
   const keys = await newKeys();
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serial(),
-    name: "CN=mlmodel-local-ca",
+    name: `CN=${name}`,
     ...validity(),
     signingAlgorithm: algorithm,
     keys,
@@ -191,4 +193,23 @@ export async function generatePki(realNode?: RealNodeIdentity): Promise<ClusterP
       privateKeyPem: await privateKeyPem(saKeys.privateKey),
     },
   };
+}
+
+/**
+ * A CA of its own and a serving certificate it signed, for a server that pods reach by address
+ * (a model file server on the node's bridge): clients trust `ca` alone, never the cluster's CA.
+ */
+export async function servingCertificate(options: {
+  caName: string;
+  ips?: string[];
+  dnsNames?: string[];
+}): Promise<{ ca: string } & KeyPair> {
+  const ca = await createCa(options.caName);
+  const leaf = await createLeaf(ca, {
+    subject: `CN=${options.ips?.[0] ?? options.dnsNames?.[0] ?? options.caName}`,
+    usage: "server",
+    ips: options.ips,
+    dnsNames: options.dnsNames,
+  });
+  return { ca: ca.cert.toString("pem"), ...leaf };
 }

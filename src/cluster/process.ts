@@ -44,9 +44,10 @@ export function startProcess<C extends Component>(
   binary: string,
   args: string[],
   log: string,
+  env?: NodeJS.ProcessEnv,
 ): ProcessRecord<C> {
   const fd = openSync(log, "a");
-  const child = spawn(binary, args, { detached: true, stdio: ["ignore", fd, fd] });
+  const child = spawn(binary, args, { detached: true, stdio: ["ignore", fd, fd], ...(env ? { env } : {}) });
   child.unref();
   if (child.pid === undefined) throw new ComponentError(component, log, "could not be started");
   return { component, pid: child.pid, binary, args, log };

@@ -12,20 +12,12 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { withBuildLock } from "../cluster/binaries.ts";
+import { archiveFormat, type LayerBlob, writeImageArchive } from "../cluster/index.ts";
 import { binaryCacheDir } from "../cluster/paths.ts";
 import { sha256OfFile } from "../downloader/digest.ts";
-import {
-  blobPath,
-  dockerManifest,
-  imageConfig,
-  imageIndex,
-  imageManifest,
-  type LayerBlob,
-  ociLayoutFile,
-} from "./oci.ts";
 import {
   buildEpochSeconds,
   builderVersion,
@@ -33,7 +25,7 @@ import {
   type LayerRecipe,
   recipeFor,
 } from "./recipes.ts";
-import { packArchive, packLayer } from "./tarball.ts";
+import { packLayer } from "./tarball.ts";
 
 export type ProgressFn = (line: string) => void;
 
@@ -203,6 +195,11 @@ async function ensureEntry<T>(
   });
 }
 
+/** The packer's archiveFormat is part of the key: a new format writes the archive again (not the layers). */
+function imageKey(recipe: ImageRecipe, layerKeys: string[]): string {
+  return keyOf({ ref: recipe.ref, settings: recipe.settings, layers: layerKeys, archiveFormat });
+}
+
 async function layerKey(layer: LayerRecipe): Promise<string> {
   return keyOf({ builderVersion, epoch: buildEpochSeconds, name: layer.name, inputs: await layer.inputs() });
 }
@@ -247,28 +244,18 @@ async function ensureLayer(layer: LayerRecipe, root: string, progress: ProgressF
   return { ...result, dir };
 }
 
-/** Writes the OCI image layout (plus Docker's manifest.json) and packs it into image.tar. */
+/** The image's archive, image.tar: its layers' blobs straight from the layer entries. */
 async function writeArchive(
   recipe: ImageRecipe,
   layers: { record: LayerRecord; dir: string }[],
   staging: string,
 ) {
-  const blobs = layers.map((l) => l.record);
-  const config = imageConfig(recipe.settings, blobs, buildEpochSeconds);
-  const manifest = imageManifest(config, blobs);
-  const layout = join(staging, "layout");
-  await mkdir(join(layout, "blobs", "sha256"), { recursive: true });
-  for (const doc of [config, manifest])
-    await writeFile(join(layout, blobPath(doc.descriptor.digest)), doc.bytes);
-  for (const l of layers)
-    await copyFile(join(l.dir, "layer.tar.gz"), join(layout, blobPath(l.record.digest)));
-  await writeFile(join(layout, "oci-layout"), ociLayoutFile);
-  await writeFile(join(layout, "index.json"), imageIndex(manifest, recipe.ref));
-  await writeFile(join(layout, "manifest.json"), dockerManifest(config, blobs, recipe.ref));
-  const archive = join(staging, "image.tar");
-  const archiveSha256 = await packArchive(layout, archive, buildEpochSeconds);
-  await rm(layout, { recursive: true, force: true });
-  return { digest: manifest.descriptor.digest, archiveSha256, archiveSize: (await stat(archive)).size };
+  return writeImageArchive(join(staging, "image.tar"), {
+    ref: recipe.ref,
+    settings: recipe.settings,
+    layers: layers.map((l) => ({ ...l.record, source: join(l.dir, "layer.tar.gz") })),
+    epochSeconds: buildEpochSeconds,
+  });
 }
 
 /**
@@ -282,7 +269,10 @@ export async function ensureImage(name: string, progress: ProgressFn = () => {})
   const started = Date.now();
   const layers: Awaited<ReturnType<typeof ensureLayer>>[] = [];
   for (const layer of recipe.layers) layers.push(await ensureLayer(layer, root, progress));
-  const key = keyOf({ ref: recipe.ref, settings: recipe.settings, layers: layers.map((l) => l.record.key) });
+  const key = imageKey(
+    recipe,
+    layers.map((l) => l.record.key),
+  );
   const dir = join(root, `${recipe.name}-${key}`);
   const image = await ensureEntry<ImageRecord>(
     dir,
@@ -319,7 +309,7 @@ export async function cachedImage(name: string): Promise<EnsuredImage | undefine
   const root = imageCacheDir();
   const keys = [];
   for (const layer of recipe.layers) keys.push(await layerKey(layer));
-  const key = keyOf({ ref: recipe.ref, settings: recipe.settings, layers: keys });
+  const key = imageKey(recipe, keys);
   const dir = join(root, `${recipe.name}-${key}`);
   const record = await readRecord<ImageRecord>(dir, "image.json");
   if (typeof record === "string") return undefined;

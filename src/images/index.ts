@@ -4,7 +4,13 @@
  * imports this; the CLI (`mlmodel image`) and the tests do.
  */
 export { cachedImage, type EnsuredImage, ensureImage, type ImageRecord, imageCacheDir } from "./build.ts";
-export { ensureImagePrerequisites, imageAptPackages, imagesSupport, type Support } from "./prerequisites.ts";
+export {
+  ensureImagePrerequisites,
+  imageAptPackages,
+  imagesSupport,
+  machineProblem as imagesMachineProblem,
+  type Support,
+} from "./prerequisites.ts";
 export {
   type ImageName,
   imageNames,

@@ -6,6 +6,7 @@
  * tests) also needs containerd's `ctr` and runc. The Debian packages install with apt-get.
  */
 import { spawnSync } from "node:child_process";
+import { aptInstall } from "../cluster/index.ts";
 
 export type Support = { ok: true } | { ok: false; reason: string };
 
@@ -38,7 +39,8 @@ function missingTools(): string[] {
     .map((t) => `${t.command} (${t.from})`);
 }
 
-function machineProblem(): string | undefined {
+/** Why this machine can never build the images (no package would help), or undefined. */
+export function machineProblem(): string | undefined {
   if (process.platform !== "linux" || process.arch !== "x64") {
     return `images are built for linux/amd64 on a Linux x86-64 machine; this is ${process.platform}/${process.arch}`;
   }
@@ -60,17 +62,6 @@ export async function imagesSupport(): Promise<Support> {
   return { ok: true };
 }
 
-function aptGet(args: string[]): { ok: boolean; output: string } {
-  const r = spawnSync("apt-get", args, {
-    encoding: "utf8",
-    env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
-  });
-  return {
-    ok: !r.error && r.status === 0,
-    output: `${r.stdout ?? ""}${r.stderr ?? ""}${r.error?.message ?? ""}`,
-  };
-}
-
 /**
  * Installs the Debian packages the image builds need when a tool is missing (as root, with
  * apt-get); throws an error naming what is missing and why it could not be installed.
@@ -79,19 +70,8 @@ export async function ensureImagePrerequisites(progress: (line: string) => void 
   const problem = machineProblem();
   if (problem) throw new Error(problem);
   if (missingTools().length === 0) return;
-  progress(`installing ${imageAptPackages.join(" ")} with apt-get`);
-  const install = ["install", "-y", "--no-install-recommends", ...imageAptPackages];
-  let result = aptGet(install);
-  if (!result.ok) {
-    // A machine that never ran `apt-get update` has no package lists yet.
-    aptGet(["update"]);
-    result = aptGet(install);
-  }
+  await aptInstall(imageAptPackages, progress);
   const missing = missingTools();
-  if (!result.ok || missing.length > 0) {
-    throw new Error(
-      `could not install the image build tools (still missing: ${missing.join(", ") || "none"}):\n` +
-        result.output.trim().split("\n").slice(-8).join("\n"),
-    );
-  }
+  if (missing.length > 0)
+    throw new Error(`after installing ${imageAptPackages.join(" ")}, still missing: ${missing.join(", ")}`);
 }

@@ -5,10 +5,10 @@
  */
 import { readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
+import type { ImageSettings } from "../cluster/index.ts";
 import { packageRoot } from "../cluster/paths.ts";
 import { buildDebianRootfs, type DebianRootfsSpec, installedPackages } from "./debian.ts";
 import { buildNodeLayer, buildProjectLayer, listFiles, type NodeBinary, treeKey } from "./files.ts";
-import type { ImageSettings } from "./oci.ts";
 
 /** Every file's mtime is clamped to this (2025-01-01T00:00:00Z), as SOURCE_DATE_EPOCH. */
 export const buildEpochSeconds = 1735689600;

@@ -1,7 +1,9 @@
 /**
- * Reproducible tarballs with GNU tar: entries sorted by name, numeric owners, every mtime
- * clamped to the build's epoch, no atime/ctime, POSIX format with fixed extended-header names.
- * The same tree gives the same bytes, which is what makes layer digests repeatable.
+ * Reproducible layer tarballs of a root filesystem with GNU tar (owners, modes, hard links and
+ * long names as they are on disk): entries sorted by name, numeric owners, every mtime clamped
+ * to the build's epoch, no atime/ctime, POSIX format with fixed extended-header names. The same
+ * tree gives the same bytes, which is what makes layer digests repeatable. (The archive around
+ * the layers is src/cluster/node/oci.ts's.)
  */
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -9,7 +11,7 @@ import { createWriteStream } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
-import type { LayerBlob } from "./oci.ts";
+import type { LayerBlob } from "../cluster/index.ts";
 
 export function reproducibleTarArgs(dir: string, entries: readonly string[], epochSeconds: number): string[] {
   return [
@@ -88,13 +90,4 @@ export async function packLayer(
     pipeline(tee(stdout, diff), createGzip({ level: 6 }), (gz) => tee(gz, blob), createWriteStream(outFile)),
   );
   return { digest: blob.digest(), diffId: diff.digest(), size: blob.size, tarSize: diff.size };
-}
-
-/** Packs `dir` into an uncompressed tarball (an image archive: its layers are gzipped already). */
-export async function packArchive(dir: string, outFile: string, epochSeconds: number): Promise<string> {
-  const hash = new HashCounter();
-  await runTar(reproducibleTarArgs(dir, await topLevelEntries(dir), epochSeconds), (stdout) =>
-    pipeline(tee(stdout, hash), createWriteStream(outFile)),
-  );
-  return hash.digest();
 }

@@ -52,7 +52,8 @@ export const builtinRuntimes: ClusterServingRuntime[] = [
     startupTimeoutSeconds: 900,
     runAsUser: 1000,
   }),
-  // MLServer loads the model-settings.json found under the model folder.
+  // MLServer loads the model-settings.json found under the model folder and serves the model
+  // under the name it gives, which must be the MLModel's spec.model.name (default: its name).
   clusterRuntime("mlserver", {
     supportedModelFormats: [
       { name: "sklearn", autoSelect: true, priority: 10 },
@@ -71,7 +72,11 @@ export const builtinRuntimes: ClusterServingRuntime[] = [
     ],
     restPort: 8080,
     grpcPort: 8081,
-    readinessPath: "/v2/health/ready",
+    // The model's own readiness, not the server's: /v2/health/ready is "every loaded model is
+    // ready", true for a moment with none loaded. Seen on a real pod: a model MLServer could not
+    // load answered 200 there for 0.2 s before the server exited 0, long enough for the pod to
+    // turn Ready and the broken revision to count as ready (so it could not be rolled back).
+    readinessPath: "/v2/models/$(MODEL_NAME)/ready",
     startupTimeoutSeconds: 600,
     runAsUser: 1000,
   }),

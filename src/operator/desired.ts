@@ -377,6 +377,8 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
       failureThreshold: Math.ceil(plan.startupTimeoutSeconds / period),
     },
     readinessProbe: { ...handler, periodSeconds: 5, failureThreshold: 3 },
+    // Endpoint removal and SIGTERM race: keep serving while the Service forgets this pod.
+    lifecycle: { preStop: { sleep: { seconds: defaults.drainSeconds } } },
     resources: resources(plan),
     terminationMessagePolicy: "FallbackToLogsOnError",
     securityContext: containerSecurity,

@@ -121,14 +121,18 @@ export interface RuntimeInvocation {
  * ($(MODEL_DIR), $(REST_PORT), $(GRPC_PORT)), with its ports moved to the given ones: a
  * container on the host's network cannot assume 8080-8082 are free.
  */
-export function mlserverInvocation(ports: {
-  rest: number;
-  grpc: number;
-  metrics: number;
-}): RuntimeInvocation {
+export function mlserverInvocation(
+  ports: {
+    rest: number;
+    grpc: number;
+    metrics: number;
+  },
+  modelName = "iris",
+): RuntimeInvocation {
   const runtime = builtinRuntimes.find((r) => r.metadata.name === "mlserver")!.spec;
   const vars: Record<string, string> = {
     MODEL_DIR: defaults.modelMountPath,
+    MODEL_NAME: modelName,
     REST_PORT: String(ports.rest),
     GRPC_PORT: String(ports.grpc),
   };
@@ -142,7 +146,7 @@ export function mlserverInvocation(ports: {
     ...(runtime.args ?? []),
     ...(runtime.modelArgs ?? []).map(expand),
   ];
-  return { command, env, readinessPath: runtime.readinessPath! };
+  return { command, env, readinessPath: expand(runtime.readinessPath!) };
 }
 
 /** Polls `url` until it answers 200; fails at once if the server exits first. Returns ms waited. */

@@ -31,10 +31,41 @@ export function parseSummaryLines(text: string): SummaryLine[] {
     .map((l) => JSON.parse(l) as SummaryLine);
 }
 
+/** What one `node --test` invocation reported: its summary lines and its exit status. */
+export interface PhaseResult {
+  lines: readonly SummaryLine[];
+  exitStatus: number | null;
+}
+
+/**
+ * Several `node --test` invocations of one run (the files that start real nodes of their own run
+ * after the others) as one: totals summed, files that did not pass listed together, the first
+ * non-zero exit kept. A phase without a totals line leaves the merge without one, so the verdict
+ * fails as it does for a single run that reported no summary.
+ */
+export function mergePhases(phases: readonly PhaseResult[]): PhaseResult {
+  const totals = phases.map((p) => p.lines.find((l) => l.file === undefined));
+  const files = phases.flatMap((p) => p.lines.filter((l) => l.file !== undefined));
+  const exitStatus = phases.map((p) => p.exitStatus).find((s) => s !== 0) ?? 0;
+  if (totals.some((t) => t === undefined)) return { lines: files, exitStatus };
+  const sum = (key: keyof Counts) => totals.reduce((n, t) => n + t!.counts[key], 0);
+  const counts: Counts = {
+    tests: sum("tests"),
+    passed: sum("passed"),
+    failed: sum("failed"),
+    cancelled: sum("cancelled"),
+    skipped: sum("skipped"),
+    todo: sum("todo"),
+  };
+  return { lines: [{ counts, success: totals.every((t) => t!.success) }, ...files], exitStatus };
+}
+
 export function verdict(opts: {
   lines: readonly SummaryLine[];
   exitStatus: number | null;
   skippedFiles: readonly SkippedFile[];
+  /** Files that had to run but could not (a required prerequisite unavailable, their cluster did not start): failures. */
+  notRunFiles?: readonly SkippedFile[];
   root: string;
 }): Verdict {
   const total = opts.lines.find((l) => l.file === undefined);
@@ -50,9 +81,13 @@ export function verdict(opts: {
     out.push(`#   not passed: ${relative(opts.root, line.file)}: ${countsText(line.counts)}`);
   }
   for (const s of opts.skippedFiles) out.push(`#   skipped file: ${s.file}: ${s.reason}`);
+  const notRun = opts.notRunFiles ?? [];
+  for (const s of notRun) out.push(`#   NOT RUN: ${s.file}: ${s.reason}`);
   const problems: string[] = [];
   if (c.failed > 0) problems.push(`${c.failed} failed`);
   if (c.cancelled > 0) problems.push(`${c.cancelled} cancelled (a cancelled test is a failure)`);
+  if (notRun.length > 0)
+    problems.push(`${notRun.length} file(s) not run (a file that had to run and did not is a failure)`);
   if (problems.length === 0 && opts.exitStatus !== 0) problems.push(`node --test exited ${opts.exitStatus}`);
   if (problems.length > 0) {
     out.push(`# FAILED: ${problems.join(", ")}`);

@@ -7,12 +7,12 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ProgressFn } from "../binaries.ts";
 import { binaryCacheDir } from "../paths.ts";
 import { run } from "./host.ts";
-import { type ImageEntry, packImage } from "./oci.ts";
+import { archiveFormat, type ImageEntry, type ImageSpec, packImage } from "./oci.ts";
 
 /** Images are named in a registry that does not exist, so nothing can ever pull them. */
 export const localRegistry = "mlmodel.local";
@@ -29,29 +29,28 @@ export interface NodeImages {
 
 const imagesDir = () => join(binaryCacheDir(), "node-images");
 
-async function writeAtomically(path: string, content: Buffer): Promise<void> {
-  const staging = `${path}.${process.pid}.tmp`;
-  await writeFile(staging, content);
-  await rename(staging, path);
-}
-
-/** Packs an image into the cache unless an archive of that name is there already. */
-async function cachedImage(
-  fileName: string,
-  build: () => Promise<Parameters<typeof packImage>[0]>,
-): Promise<LocalImage> {
+/**
+ * Packs an image into the cache unless an archive of that name is there already; the name
+ * carries the packer's archive format, so a packer that writes differently writes it again.
+ */
+async function cachedImage(baseName: string, build: () => Promise<ImageSpec>): Promise<LocalImage> {
   const dir = imagesDir();
   await mkdir(dir, { recursive: true });
-  const archive = join(dir, fileName);
+  const archive = join(dir, `${baseName}-oci${archiveFormat}.tar`);
   const spec = await build();
-  if (!existsSync(archive)) await writeAtomically(archive, packImage(spec).archive);
+  if (!existsSync(archive)) {
+    // Written aside and renamed: a reader never sees half an archive.
+    const staging = `${archive}.${process.pid}.tmp`;
+    await packImage(spec, staging);
+    await rename(staging, archive);
+  }
   return { name: spec.name, archive };
 }
 
 export async function pauseImage(pauseBinary: string): Promise<LocalImage> {
   const content = await readFile(pauseBinary);
   const tag = createHash("sha256").update(content).digest("hex").slice(0, 12);
-  return cachedImage(`pause-${tag}.tar`, async () => ({
+  return cachedImage(`pause-${tag}`, async () => ({
     name: `${localRegistry}/pause:${tag}`,
     entries: [{ path: "pause", type: "file", mode: 0o755, content }],
     entrypoint: ["/pause"],
@@ -60,13 +59,23 @@ export async function pauseImage(pauseBinary: string): Promise<LocalImage> {
   }));
 }
 
-/** `apt-get download` fetches the .deb without installing it (busybox-static conflicts with busybox). */
-async function fetchBusybox(progress: ProgressFn): Promise<{ binary: string; version: string }> {
-  const root = join(binaryCacheDir(), "busybox-static");
+const busyboxRoot = () => join(binaryCacheDir(), "busybox-static");
+
+/** The busybox fetched before, if any (read-only). */
+export async function cachedBusybox(): Promise<{ binary: string; version: string } | undefined> {
+  const root = busyboxRoot();
   const cached = existsSync(root) ? (await readdir(root)).filter((d) => !d.endsWith(".tmp")).sort() : [];
   const newest = cached.at(-1);
   if (newest && existsSync(join(root, newest, "bin", "busybox")))
     return { binary: join(root, newest, "bin", "busybox"), version: newest };
+  return undefined;
+}
+
+/** `apt-get download` fetches the .deb without installing it (busybox-static conflicts with busybox). */
+async function fetchBusybox(progress: ProgressFn): Promise<{ binary: string; version: string }> {
+  const cached = await cachedBusybox();
+  if (cached) return cached;
+  const root = busyboxRoot();
   progress("fetching Debian's busybox-static (apt-get download) for the helper image");
   await mkdir(root, { recursive: true });
   const work = await mkdtemp(join(root, "download-"));
@@ -103,7 +112,7 @@ export async function busyboxImage(progress: ProgressFn): Promise<LocalImage> {
   const { binary, version } = await fetchBusybox(progress);
   const content = await readFile(binary);
   const digest = createHash("sha256").update(content).digest("hex").slice(0, 12);
-  return cachedImage(`busybox-${version}-${digest}.tar`, async () => {
+  return cachedImage(`busybox-${version}-${digest}`, async () => {
     const listed = await run(binary, ["--list-full"]);
     if (listed.code !== 0) throw new Error(`${binary} --list-full failed: ${listed.stderr.trim()}`);
     const applets: ImageEntry[] = listed.stdout

@@ -58,6 +58,7 @@ import { realNodeObjects } from "./objects.ts";
 import {
   cniConfig,
   containerdConfig,
+  containerdEnvironment,
   kubeletArgs,
   kubeletConfig,
   kubeProxyArgs,
@@ -350,8 +351,8 @@ export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo
   const layout = layoutOf(journal, paths, options.images, options.credentials);
   await writeNodeFiles(layout);
 
-  const start = async (component: NodeComponent, binary: string, args: string[]) => {
-    const record = startProcess(component, binary, args, join(options.logsDir, `${component}.log`));
+  const start = async (component: NodeComponent, binary: string, args: string[], env?: NodeJS.ProcessEnv) => {
+    const record = startProcess(component, binary, args, join(options.logsDir, `${component}.log`), env);
     options.started.push(record);
     journal.processes.push(record);
     await writeJournal(clusterDir, journal);
@@ -367,7 +368,12 @@ export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo
       60_000,
     );
 
-  const containerd = await start("containerd", "containerd", ["--config", paths.containerdConfig]);
+  const containerd = await start(
+    "containerd",
+    "containerd",
+    ["--config", paths.containerdConfig],
+    containerdEnvironment(process.env),
+  );
   await waitUntil(
     containerd,
     "serving",

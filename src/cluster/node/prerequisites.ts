@@ -7,14 +7,19 @@
 import { existsSync } from "node:fs";
 import { access, constants, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { type Asker, aptInstall, PrerequisiteError, thisProcess } from "../apt.ts";
 import {
   ensureNodeBinaries,
+  inspectEntry,
   type NodeBinaryPaths,
   nodeBinariesAvailable,
+  nodeBinaryNames,
+  nodeRecipes,
   type ProgressFn,
 } from "../binaries.ts";
-import { listMounts, run } from "./host.ts";
-import { ensureNodeImages, type NodeImages } from "./images.ts";
+import { binaryCacheDir } from "../paths.ts";
+import { listMounts } from "./host.ts";
+import { cachedBusybox, ensureNodeImages, type NodeImages } from "./images.ts";
 
 /** A command (or file) the node needs, and the Debian package that provides it. */
 interface Requirement {
@@ -58,12 +63,6 @@ export function missingRequirements(): Requirement[] {
   return requirements.filter((r) => !found(r.path));
 }
 
-/** Who asks: the running process unless a test says otherwise. */
-export interface Asker {
-  uid: number | undefined;
-}
-const thisProcess = (): Asker => ({ uid: process.getuid?.() });
-
 /** Kernel and privilege checks that no package can fix; each failure is a sentence. */
 export async function kernelProblems(asker: Asker = thisProcess()): Promise<string[]> {
   const problems: string[] = [];
@@ -103,6 +102,8 @@ export async function kernelProblems(asker: Asker = thisProcess()): Promise<stri
   return problems;
 }
 
+export { aptInstall, PrerequisiteError };
+
 export type RealNodeSupport = { ok: true } | { ok: false; reason: string };
 
 /**
@@ -130,40 +131,23 @@ export async function realNodeSupport(asker: Asker = thisProcess()): Promise<Rea
   return { ok: true };
 }
 
-export class PrerequisiteError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "PrerequisiteError";
+/**
+ * What ensureRealNodePrerequisites would still have to do, found by reading only (no build, no
+ * apt-get, no network): a sentence, or undefined when everything is in place.
+ */
+export async function realNodePrerequisitesMissing(): Promise<string | undefined> {
+  const missing = missingRequirements();
+  if (missing.length > 0)
+    return `missing ${missing.map((r) => r.path).join(", ")} (Debian packages ${[...new Set(missing.map((r) => r.pkg))].join(" ")})`;
+  const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
+  if (!userDir || !nodeBinaryNames.every((name) => existsSync(join(userDir, name)))) {
+    for (const recipe of nodeRecipes()) {
+      const entry = await inspectEntry(join(binaryCacheDir(), "controlplane", recipe.key), recipe);
+      if (entry.state !== "ok") return `${recipe.key} is not built yet (cold: ${recipe.coldBuild})`;
+    }
   }
-}
-
-const aptEnv = () => ({ ...process.env, DEBIAN_FRONTEND: "noninteractive" });
-/** Another apt-get (a second test run, say) holds dpkg's lock for a while: wait for it. */
-const aptLockWait = ["-o", "DPkg::Lock::Timeout=300"];
-
-/** Installs Debian packages with apt-get, refreshing the package lists once if needed. */
-export async function aptInstall(packages: string[], progress: ProgressFn): Promise<void> {
-  progress(`installing Debian packages: ${packages.join(" ")}`);
-  const install = () =>
-    run("apt-get", ["install", "-y", "--no-install-recommends", ...aptLockWait, ...packages], {
-      env: aptEnv(),
-    });
-  let result = await install();
-  if (
-    result.code !== 0 &&
-    /Unable to locate package|has no installation candidate|404/.test(result.stderr + result.stdout)
-  ) {
-    progress("refreshing the package lists (apt-get update)");
-    await run("apt-get", ["update", ...aptLockWait], { env: aptEnv() });
-    result = await install();
-  }
-  if (result.code !== 0) {
-    const tail = (result.stderr || result.stdout).trim().split("\n").slice(-6).join("\n    ");
-    throw new PrerequisiteError(
-      `apt-get could not install ${packages.join(" ")} (exit ${result.code}):\n    ${tail}\n` +
-        `  Install them yourself (as root: apt-get install -y ${packages.join(" ")}) and run again.`,
-    );
-  }
+  if (!(await cachedBusybox())) return "Debian's busybox-static (for the helper image) is not fetched yet";
+  return undefined;
 }
 
 export interface RealNodePrerequisites {

@@ -88,6 +88,33 @@ ${cri}
 `;
 }
 
+/** A loopback address where nothing listens: every image pull is sent there, and refused. */
+export const pullProxy = "http://127.0.0.1:1";
+
+/**
+ * containerd's environment. Pods have no route off the machine, but containerd pulls images
+ * from the host's network: an image the node lacks (a typo, `:latest`) would make it ask a
+ * registry on the internet. Every registry request goes through a proxy instead, which Go's
+ * HTTP client honours (as containerd's own docs configure one), and which refuses at once:
+ * no pull, and no DNS lookup of the registry's name, ever leaves the machine. Go never proxies
+ * loopback addresses, so a registry on 127.0.0.1 is dialled directly (and refused just the same
+ * where nothing listens). A user's own proxy settings are replaced, not added to.
+ */
+export function containerdEnvironment(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env = { ...base };
+  for (const name of ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"]) {
+    delete env[name];
+    delete env[name.toLowerCase()];
+  }
+  return {
+    ...env,
+    HTTP_PROXY: pullProxy,
+    HTTPS_PROXY: pullProxy,
+    http_proxy: pullProxy,
+    https_proxy: pullProxy,
+  };
+}
+
 /**
  * The pod network: our bridge (which `up` created with the node's IP), host-local addresses
  * kept under the node's dir, and routes to the Service range only, so a pod has no route

@@ -105,14 +105,19 @@ export interface RunningOperator {
 
 const writeVerbs = new Set(["create", "update", "patch", "apply", "delete"]);
 
-export interface StartOptions {
+export interface OperatorOptions {
   /** The cluster's admin kubeconfig (default: the run's shared cluster). */
   adminKc?: KubeConfig;
   /** How often the operator asks whether HTTPRoutes are served (default 30 s). */
   servedPollIntervalMs?: number;
+  /** The download Job's image (the operator's --downloader-image); default: the operator's default. */
+  downloaderImage?: string;
 }
 
-export async function startOperator(namespace: string, options: StartOptions = {}): Promise<RunningOperator> {
+export async function startOperator(
+  namespace: string,
+  options: OperatorOptions = {},
+): Promise<RunningOperator> {
   const adminKc = options.adminKc ?? kubeConfig();
   const admin = await adminClient(adminKc);
   await install(admin);
@@ -132,6 +137,7 @@ export async function startOperator(namespace: string, options: StartOptions = {
     ...(options.servedPollIntervalMs !== undefined
       ? { servedPollIntervalMs: options.servedPollIntervalMs }
       : {}),
+    ...(options.downloaderImage ? { downloaderImage: options.downloaderImage } : {}),
   });
   const requests: RequestRecord[] = [];
   mgr.client.onRequest((r) => requests.push(r));
@@ -256,10 +262,13 @@ export interface OperatorTestBed {
 }
 
 /** A namespace enforcing `restricted`, an admin client, and the operator (its own RBAC) watching the namespace. */
-export async function operatorTestBed(namespacePrefix: string): Promise<OperatorTestBed> {
+export async function operatorTestBed(
+  namespacePrefix: string,
+  options: OperatorOptions = {},
+): Promise<OperatorTestBed> {
   const ns = await createNamespace(namespacePrefix, { podSecurity: "restricted" });
   const admin = await adminClient();
-  return { ns, admin, operator: await startOperator(ns.name) };
+  return { ns, admin, operator: await startOperator(ns.name, options) };
 }
 
 /** Its tear-down, whatever part of the set-up was reached: the operator, the namespace, the volumes made for it. */

@@ -83,12 +83,18 @@ describe("canary rollouts", { concurrency: true }, () => {
     admin.get<KubeObject & V1Deployment>(builtinKinds.Deployment, { namespace: ns.name, name });
   const revisionOf = (d: V1Deployment | undefined) => d?.spec?.template.metadata?.labels?.[labels.revision];
 
-  /** Waits until the canary holds its split: paused, with the split's replicas ready on both sides. */
+  /**
+   * Waits until the canary holds its split: paused, with the split's replicas ready on both sides
+   * and the model Ready. The pods' counts come first: the stable Deployment reports its scale-down
+   * a moment later, and until then the status truly says Deploying ("waiting for Deployment ...
+   * to report its rollout complete"; seen with the serving pods' preStop drain).
+   */
   function paused(name: string, stable: number, canary: number, phase = "Paused"): Promise<MLModel> {
     return waitModel(admin, ns.name, name, `canary ${phase} with ${stable} + ${canary} ready`, (m) => {
       const [s, c] = m.status?.revision?.serving ?? [];
       return (
         m.status?.canary?.phase === phase &&
+        m.status.phase === "Ready" &&
         s?.readyReplicas === stable &&
         s.replicas === stable &&
         c?.readyReplicas === canary &&

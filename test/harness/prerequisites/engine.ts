@@ -227,3 +227,40 @@ export function unavailableFiles(
     return [{ file, reason }];
   });
 }
+
+/** Where a run says which prerequisites must be available (CI: the machine can host them all). */
+export const requiredEnv = "MLMODEL_TEST_REQUIRE";
+
+/** The names in MLMODEL_TEST_REQUIRE (commas or spaces between them). */
+export function requiredNames(env: NodeJS.ProcessEnv = process.env): Set<string> {
+  return new Set((env[requiredEnv] ?? "").split(/[\s,]+/).filter(Boolean));
+}
+
+/**
+ * Unavailable files split by whether their missing prerequisite was required: a required one
+ * that is unavailable makes its files failures ("not run"), never skips, so a CI machine that
+ * lost the ability to host a real node cannot pass with the real-node proof skipped.
+ */
+export function splitUnavailable(
+  files: readonly { file: string; reason: string }[],
+  needs: ReadonlyMap<string, readonly string[]>,
+  outcomes: readonly Outcome[],
+  required: ReadonlySet<string>,
+  registry: readonly Prerequisite[],
+): { skipped: { file: string; reason: string }[]; notRun: { file: string; reason: string }[] } {
+  const unavailable = new Set(outcomes.filter((o) => o.state === "unavailable").map((o) => o.name));
+  // Unavailable because something required is (own-real-node needs real-node): required too.
+  const dependsOnRequired = (name: string): boolean =>
+    required.has(name) ||
+    (registry.find((p) => p.name === name)?.requires ?? []).some(
+      (r) => unavailable.has(r) && dependsOnRequired(r),
+    );
+  const requiredUnavailable = new Set([...unavailable].filter(dependsOnRequired));
+  const isRequired = (file: string) => (needs.get(file) ?? []).some((n) => requiredUnavailable.has(n));
+  return {
+    skipped: files.filter((f) => !isRequired(f.file)),
+    notRun: files
+      .filter((f) => isRequired(f.file))
+      .map((f) => ({ file: f.file, reason: `${f.reason} (required by ${requiredEnv})` })),
+  };
+}

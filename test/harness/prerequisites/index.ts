@@ -5,7 +5,19 @@
  * it here.
  */
 import type { Prerequisite } from "./engine.ts";
+import { images, ownRealNode, realNode } from "./real-node.ts";
 import { azurite, fakeGcs, moto } from "./test-servers.ts";
-import { cluster, helm, openssl } from "./tools.ts";
+import { cluster, curl, helm, openssl } from "./tools.ts";
 
-export const registry: readonly Prerequisite[] = [cluster, helm, openssl, moto, azurite, fakeGcs];
+export const registry: readonly Prerequisite[] = [
+  cluster,
+  helm,
+  openssl,
+  curl,
+  moto,
+  azurite,
+  fakeGcs,
+  realNode,
+  ownRealNode,
+  images,
+];

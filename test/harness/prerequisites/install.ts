@@ -79,15 +79,5 @@ export async function installOnce(dir: string, fill: (dir: string) => Promise<vo
   });
 }
 
-/** Installs Debian packages with apt-get; without root or apt-get, fails saying what to run. */
-export async function aptInstall(packages: readonly string[]): Promise<void> {
-  const byHand = `sudo apt-get install -y ${packages.join(" ")}`;
-  if (process.getuid?.() !== 0) throw new Error(`installing Debian packages needs root: run ${byHand}`);
-  if (!commandWorks("apt-get", ["--version"]))
-    throw new Error(`no apt-get on this machine: install ${packages.join(", ")} with its package manager`);
-  // Wait for a dpkg lock another install holds, rather than failing at once.
-  const lock = ["-o", "DPkg::Lock::Timeout=600"];
-  const env = { DEBIAN_FRONTEND: "noninteractive" };
-  await run("apt-get", [...lock, "update", "-qq"], { env });
-  await run("apt-get", [...lock, "install", "-y", "-qq", ...packages], { env });
-}
+/** Debian packages, installed as everything else of ours installs them (src/cluster/apt.ts). */
+export { aptInstall } from "../../../src/cluster/index.ts";

@@ -96,6 +96,16 @@ export const openssl: Prerequisite = {
     commandWorks("openssl", ["version"])
       ? { state: "ready" }
       : { state: "missing", why: "no openssl on PATH" },
-  install: () => aptInstall(["openssl"]),
+  install: (progress) => aptInstall(["openssl"], progress),
   byHand: "apt-get install -y openssl   (or your distribution's openssl package)",
+};
+
+/** curl runs the commands the CLI prints for people to paste (mlmodel start --real-node's). */
+export const curl: Prerequisite = {
+  name: "curl",
+  summary: "curl from Debian (apt-get)",
+  check: async () =>
+    commandWorks("curl", ["--version"]) ? { state: "ready" } : { state: "missing", why: "no curl on PATH" },
+  install: (progress) => aptInstall(["curl"], progress),
+  byHand: "apt-get install -y curl   (or your distribution's curl package)",
 };

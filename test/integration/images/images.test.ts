@@ -1,3 +1,4 @@
+// test-needs: images
 /**
  * The locally built images, proven on real containers without a node: each is built (or taken
  * from the cache), its config checked, imported with `ctr images import` into a throwaway
@@ -6,22 +7,16 @@
  * seccomp; a read-only root where the operator sets one), on the host's network so that all
  * traffic stays on loopback.
  *
- * Needs root, Linux x86-64 and the build tools (installed with apt-get when missing); reported
- * as skipped, with the reason, where the machine cannot build images. A cold build takes
- * minutes (see docs/images.md); later runs use the cache.
+ * Needs root, Linux x86-64 and the build tools: the `images` prerequisite installs them and
+ * builds both images before the tests (a cold build takes minutes, see docs/images.md); where
+ * the machine cannot build them the file is reported as skipped, with the reason.
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import {
-  ensureImage,
-  ensureImagePrerequisites,
-  imagesSupport,
-  recipeFor,
-  type Support,
-} from "../../../src/images/index.ts";
+import { ensureImage, recipeFor } from "../../../src/images/index.ts";
 import { builtinRuntimes } from "../../../src/install/builtin-runtimes.ts";
 import { defaultOperatorConfig, defaults } from "../../../src/operator/plan.ts";
 import { Containerd } from "../../harness/containerd.ts";
@@ -39,27 +34,14 @@ import { FileServer } from "../downloader/file-server.ts";
 
 const log = (line: string) => console.error(`# [image] ${line}`);
 
-async function machineSupport(): Promise<Support> {
-  try {
-    await ensureImagePrerequisites(log);
-  } catch (err) {
-    return { ok: false, reason: (err as Error).message };
-  }
-  return imagesSupport();
-}
+// The images prerequisite built both images (or the file is reported skipped, with the reason,
+// where this machine cannot build them); a warm ensureImage takes seconds.
+const imageTest = { timeout: 45 * 60_000 };
 
-const support = await machineSupport();
-const skip = support.ok ? false : `cannot build images here: ${support.reason}`;
-
-// A cold build of one image took up to 15 minutes on a loaded 2-core machine (docs/images.md),
-// longer than scripts/test.ts's default per-test timeout; a warm one takes seconds.
-const imageTest = { skip, timeout: 45 * 60_000 };
-
-// Each test carries the skip (not only the suite), so the run counts them as skipped.
 describe("locally built images on real containers", () => {
   let ctd: Containerd;
   before(async () => {
-    if (!skip) ctd = await Containerd.start(scratchDir("containerd"));
+    ctd = await Containerd.start(scratchDir("containerd"));
   });
   after(async () => {
     await ctd?.stop();

@@ -1,21 +1,12 @@
 /**
- * What the real-node tests share: whether this machine can host the node (else the tests are
- * skipped, saying why), kubectl against a cluster, and pod helpers.
+ * What the real-node tests share: kubectl against a cluster, and pod helpers. (Whether this
+ * machine can host a node is the `real-node` prerequisite's to say: test/harness/prerequisites.)
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { CoreV1Api, KubeConfig, type V1Container, type V1Pod, type V1PodSpec } from "@kubernetes/client-node";
-import { ensureBinaries, realNodeSupport } from "../../../src/cluster/index.ts";
+import { ensureBinaries } from "../../../src/cluster/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
-
-/**
- * `describe(..., { skip })`: false where the machine can host a real node (CI can), else the
- * reason, which the test report shows as SKIPPED: never as passed.
- */
-export async function realNodeSkip(): Promise<false | string> {
-  const support = await realNodeSupport();
-  return support.ok ? false : `this machine cannot host a real node: ${support.reason}`;
-}
 
 /** Real-node tests of one run (or of several engineers) take turns on the machine. */
 export const nodeLockWaitMs = 30 * 60_000;

@@ -1,9 +1,11 @@
+// test-needs: own-real-node
 // The real node's life on the machine: `down` (after a normal up, after the owner of a test
 // cluster is SIGKILLed, after an `up` killed half-way) leaves the machine exactly as it found
 // it, and one machine hosts one real node at a time.
 //
 // Each test reserves the machine's real node first, so that the "before" snapshot is not taken
 // while another run's node is up, and the "after" one not once the next run's has started.
+// (scripts/test.ts runs this file after the others, once the run's own real node has stopped.)
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -23,10 +25,9 @@ import { readJournal } from "../../../src/cluster/node/node.ts";
 import { packageRoot } from "../../../src/cluster/paths.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
-import { busyboxPod, coreFor, isReady, nodeLockWaitMs, realNodeSkip, waitForPod } from "./harness.ts";
+import { busyboxPod, coreFor, isReady, nodeLockWaitMs, waitForPod } from "./harness.ts";
 import { type MachineState, snapshotMachine } from "./machine.ts";
 
-const skip = await realNodeSkip();
 const log = (line: string) => console.log(`# [cluster] ${line}`);
 
 /** Leaves a trace of everything the node does: a pod with a volume, a Service kube-proxy programs. */
@@ -121,7 +122,7 @@ async function withReservedNode(name: string, body: (dir: string, before: Machin
   }
 }
 
-describe("the real node's life on the machine", { skip }, () => {
+describe("the real node's life on the machine", () => {
   it("is undone by down: processes, mounts, links, iptables, cgroups, sysctls, host paths; and held alone", async () => {
     await withReservedNode("rn-cycle", async (dir, before) => {
       const state = await up({ dir, realNode: true, nodeLockWaitMs, progress: log });

@@ -1,9 +1,11 @@
+// test-needs: real-node
 // A real node beside the control plane (`up --real-node`): real pods, their network, the
 // secured kubelet, in-cluster API access, real volumes, real OOM kills, Pod Security.
-// One cluster for the whole file (a real node takes ~20 s to start); skipped, with the
-// reason, where the machine cannot host a real node.
+// On the run's real-node cluster (scripts/test.ts starts one for every file that declares
+// real-node; the machine hosts one at a time), reported as skipped, with the reason, where the
+// machine cannot host a real node.
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -11,34 +13,21 @@ import { type CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node"
 import { fakeNode } from "../../../src/cluster/bootstrap.ts";
 import {
   type ClusterState,
-  down,
   ensureBinaries,
   kwokTaint,
   loadImage,
   nodePaths,
   packImage,
   status,
-  up,
   versions,
 } from "../../../src/cluster/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
+import { useRealNodeCluster } from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
-import {
-  busyboxPod,
-  coreFor,
-  isFinished,
-  isReady,
-  type Kubectl,
-  kubectlFor,
-  nodeLockWaitMs,
-  realNodeSkip,
-  waitForPod,
-} from "./harness.ts";
+import { busyboxPod, coreFor, isFinished, isReady, type Kubectl, kubectlFor, waitForPod } from "./harness.ts";
 
-const skip = await realNodeSkip();
-
-describe("a real node", { skip }, () => {
-  const dir = scratchDir("realnode");
+describe("a real node", () => {
+  let dir: string;
   let state: ClusterState;
   let core: CoreV1Api;
   let kubectl: Kubectl;
@@ -46,19 +35,15 @@ describe("a real node", { skip }, () => {
   let namespaceCount = 0;
 
   before(async () => {
-    state = await up({
-      dir,
-      realNode: true,
-      stopWhenGone: process.pid,
-      nodeLockWaitMs,
-      progress: (line) => console.log(`# [cluster] ${line}`),
-    });
+    ({ dir, state } = await useRealNodeCluster());
     core = coreFor(state.kubeconfig);
     kubectl = await kubectlFor(state.kubeconfig);
     busybox = state.realNode!.images.busybox.name;
   });
+  // The node is the run's: leave nothing running on it for the files that come after.
   after(async () => {
-    await down(dir);
+    for (let i = 1; i <= namespaceCount; i++)
+      await core.deleteNamespace({ name: `rn-${process.pid}-${i}` }).catch(() => {});
   });
 
   /** A namespace of the test's own (Pod Security level optional). */
@@ -95,7 +80,10 @@ describe("a real node", { skip }, () => {
     for (const component of ["containerd", "kubelet", "kube-proxy", "local-path-provisioner"])
       assert.ok(components.includes(`${component}:true`), `${component} healthy in ${components.join(" ")}`);
     // No kwok nodes beside a real node unless asked for: every pod lands on the real node.
-    assert.equal((await core.listNode()).items.length, 1);
+    assert.deepEqual(
+      (await core.listNode()).items.map((n) => n.metadata?.name),
+      [state.realNode!.nodeName],
+    );
   });
 
   it("keeps pods off tainted kwok nodes beside it, unless they tolerate the taint", async () => {
@@ -319,13 +307,15 @@ describe("a real node", { skip }, () => {
     // Service's address in its environment, the service account's token and CA).
     const { kubectl: binary } = await ensureBinaries();
     const archive = join(scratchDir("kubectl-image"), "kubectl.tar");
-    const image = packImage({
-      name: "mlmodel.local/kubectl-test:1",
-      entries: [{ path: "kubectl", type: "file", mode: 0o755, content: readFileSync(binary) }],
-      entrypoint: ["/kubectl"],
-      user: "65534",
-    });
-    writeFileSync(archive, image.archive);
+    await packImage(
+      {
+        name: "mlmodel.local/kubectl-test:1",
+        entries: [{ path: "kubectl", type: "file", mode: 0o755, content: readFileSync(binary) }],
+        entrypoint: ["/kubectl"],
+        user: "65534",
+      },
+      archive,
+    );
     assert.deepEqual(await loadImage(dir, archive), ["mlmodel.local/kubectl-test:1"]);
     await createPod(
       ns,

@@ -2,7 +2,7 @@
 // the machine lock and its certificates. The node itself is tested in test/integration/realnode.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { gunzipSync } from "node:zlib";
@@ -33,6 +33,7 @@ import {
 import {
   cniConfig,
   containerdConfig,
+  containerdEnvironment,
   kubeletConfig,
   kubeProxyConfig,
   type NodeLayout,
@@ -76,6 +77,22 @@ describe("real node configuration", () => {
     assert.match(toml, /stream_server_address = "127.0.0.1"/);
     // Nothing of it under the system containerd's paths.
     assert.doesNotMatch(toml, /\/var\/lib\/containerd|"\/run\/containerd\/containerd.sock"/);
+  });
+
+  it("sends every image pull of its containerd to a refusing loopback proxy, whatever proxy the user set", () => {
+    const env = containerdEnvironment({
+      PATH: "/usr/bin",
+      HTTPS_PROXY: "http://corp-proxy:3128",
+      no_proxy: "*",
+      NO_PROXY: "registry.example.com",
+      all_proxy: "socks5://x",
+    });
+    assert.equal(env.PATH, "/usr/bin");
+    for (const name of ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"])
+      assert.equal(env[name], "http://127.0.0.1:1", name);
+    // An exception list would let a pull through to the network: none is left.
+    for (const name of ["NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"])
+      assert.equal(env[name], undefined, name);
   });
 
   it("gives pods no route off the machine: Service range only, no masquerade", () => {
@@ -231,19 +248,26 @@ describe("OCI image packer", () => {
     user: "65534",
   };
 
-  it("is reproducible: the same files give the same digest", () => {
-    assert.equal(packImage(spec).digest, packImage(spec).digest);
-    const other = { ...spec, user: "0" };
-    assert.notEqual(packImage(other).digest, packImage(spec).digest);
+  const pack = async (s: typeof spec) => {
+    const archive = join(scratchDir("oci"), "image.tar");
+    return { ...(await packImage(s, archive)), bytes: readFileSync(archive) };
+  };
+
+  it("is reproducible: the same files give the same digest and the same archive", async () => {
+    const [a, b] = [await pack(spec), await pack(spec)];
+    assert.equal(a.digest, b.digest);
+    assert.deepEqual(a.bytes, b.bytes);
+    assert.notEqual((await pack({ ...spec, user: "0" })).digest, a.digest);
   });
 
-  it("writes an OCI layout that tar reads, with the image named for containerd", () => {
+  it("writes an OCI layout that tar reads, with the image named for containerd", async () => {
     const dir = scratchDir("oci");
     const archive = join(dir, "image.tar");
-    writeFileSync(archive, packImage(spec).archive);
+    await packImage(spec, archive);
     const listing = execFileSync("tar", ["-tf", archive], { encoding: "utf8" }).split("\n").filter(Boolean);
     assert.ok(listing.includes("oci-layout"));
     assert.ok(listing.includes("index.json"));
+    assert.ok(listing.includes("manifest.json"), "docker load's manifest too");
     assert.equal(listing.filter((p) => p.startsWith("blobs/sha256/") && p.length > 20).length, 3);
     const out = join(dir, "x");
     mkdirSync(out);
@@ -432,6 +456,16 @@ describe("real node prerequisites", () => {
     }
     // It refreshed the package lists once before giving up.
     assert.match(execFileSync("cat", [log], { encoding: "utf8" }), /^install .*\nupdate .*\ninstall /);
+  });
+
+  it("does not try apt-get without root: it says what to run as root", async () => {
+    await assert.rejects(
+      aptInstall(["curl", "openssl"], () => {}, { uid: 65534 }),
+      {
+        name: "PrerequisiteError",
+        message: "installing Debian packages needs root: run sudo apt-get install -y curl openssl",
+      },
+    );
   });
 
   it("is not supported without root, and says so", async () => {

@@ -9,6 +9,8 @@ import {
   type Outcome,
   type Prerequisite,
   prepare,
+  requiredNames,
+  splitUnavailable,
   unavailableFiles,
   withRequirements,
 } from "../../harness/prerequisites/engine.ts";
@@ -186,6 +188,61 @@ describe("unavailableFiles", () => {
           "needs real-node, unavailable on this machine: not root; needs images, unavailable on this machine: no mmdebstrap",
       },
     ]);
+  });
+});
+
+describe("required prerequisites (MLMODEL_TEST_REQUIRE)", () => {
+  const needs = new Map([
+    ["test/e2e/realnode/serve.test.ts", ["cluster", "real-node", "images"]],
+    ["test/integration/realnode/lifecycle.test.ts", ["cluster", "own-real-node"]],
+    ["test/integration/downloader/s3.test.ts", ["cluster", "moto"]],
+  ]);
+  const outcomes: Outcome[] = [
+    { name: "cluster", state: "ready" },
+    { name: "real-node", state: "unavailable", reason: "not root" },
+    {
+      name: "own-real-node",
+      state: "unavailable",
+      reason: "needs real-node, which is unavailable: not root",
+    },
+    { name: "images", state: "ready" },
+    { name: "moto", state: "unavailable", reason: "no python3" },
+  ];
+  const reg = [
+    fake("real-node", missing),
+    fake("own-real-node", missing, { requires: ["real-node"] }),
+    fake("images", missing),
+    fake("moto", missing),
+  ];
+
+  it("reads the names, separated by commas or spaces", () => {
+    assert.deepEqual(
+      [...requiredNames({ MLMODEL_TEST_REQUIRE: "real-node, images moto" })],
+      ["real-node", "images", "moto"],
+    );
+    assert.deepEqual([...requiredNames({})], []);
+  });
+
+  it("turns the files of a required but unavailable prerequisite (and of what requires it) into failures", () => {
+    const files = unavailableFiles(needs, outcomes);
+    const split = splitUnavailable(files, needs, outcomes, new Set(["real-node"]), reg);
+    assert.deepEqual(
+      split.notRun.map((f) => f.file),
+      ["test/e2e/realnode/serve.test.ts", "test/integration/realnode/lifecycle.test.ts"],
+    );
+    assert.match(split.notRun[0]!.reason, /not root \(required by MLMODEL_TEST_REQUIRE\)$/);
+    assert.deepEqual(
+      split.skipped.map((f) => f.file),
+      ["test/integration/downloader/s3.test.ts"],
+      "moto is not required: skipped",
+    );
+  });
+
+  it("skips them all when nothing is required", () => {
+    const files = unavailableFiles(needs, outcomes);
+    const split = splitUnavailable(files, needs, outcomes, new Set(), reg);
+    assert.deepEqual(split.notRun, []);
+    assert.equal(split.skipped.length, 3);
   });
 });
 

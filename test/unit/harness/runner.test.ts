@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { repoRoot } from "../../harness/prerequisites/needs.ts";
-import { parseSummaryLines, skippedFilesEnv, verdict } from "../../harness/run-summary.ts";
+import { mergePhases, parseSummaryLines, skippedFilesEnv, verdict } from "../../harness/run-summary.ts";
 
 const fixtures = join("test", "unit", "harness", "fixtures");
 
@@ -110,5 +110,52 @@ describe("verdict", () => {
       "#   skipped file: test/e2e/x.test.ts: needs real-node, unavailable: not root",
       "# PASSED",
     ]);
+  });
+
+  it("fails with the files that had to run and could not, listed", () => {
+    const v = verdict({
+      lines: [total({ tests: 2, passed: 2 })],
+      exitStatus: 0,
+      skippedFiles: [],
+      notRunFiles: [
+        { file: "test/e2e/realnode/serve.test.ts", reason: "the run's real-node cluster did not start" },
+      ],
+      root: "/",
+    });
+    assert.equal(v.ok, false);
+    assert.deepEqual(v.lines.slice(1), [
+      "#   NOT RUN: test/e2e/realnode/serve.test.ts: the run's real-node cluster did not start",
+      "# FAILED: 1 file(s) not run (a file that had to run and did not is a failure)",
+    ]);
+  });
+});
+
+describe("mergePhases", () => {
+  const total = (counts: Partial<Record<string, number>>, success = true) => ({
+    counts: { tests: 0, passed: 0, failed: 0, cancelled: 0, skipped: 0, todo: 0, ...counts },
+    success,
+  });
+
+  it("sums the totals, lists every file that did not pass and keeps the first non-zero exit", () => {
+    const bad = { file: "/r/test/e2e/x.test.ts", ...total({ tests: 1, failed: 1 }, false) };
+    const merged = mergePhases([
+      { lines: [total({ tests: 10, passed: 9, skipped: 1 })], exitStatus: 0 },
+      { lines: [total({ tests: 3, passed: 2, failed: 1 }, false), bad], exitStatus: 1 },
+    ]);
+    assert.equal(merged.exitStatus, 1);
+    assert.deepEqual(merged.lines, [total({ tests: 13, passed: 11, failed: 1, skipped: 1 }, false), bad]);
+    assert.deepEqual(mergePhases([{ lines: [total({ tests: 1, passed: 1 })], exitStatus: 0 }]).lines, [
+      total({ tests: 1, passed: 1 }),
+    ]);
+  });
+
+  it("has no totals when one phase reported none, so the verdict fails", () => {
+    const merged = mergePhases([
+      { lines: [total({ tests: 1, passed: 1 })], exitStatus: 0 },
+      { lines: [], exitStatus: 1 },
+    ]);
+    const v = verdict({ ...merged, skippedFiles: [], root: "/" });
+    assert.equal(v.ok, false);
+    assert.match(v.lines[0]!, /without reporting a summary/);
   });
 });

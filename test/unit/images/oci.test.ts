@@ -2,8 +2,6 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { inspectImage, inspectLayer, keyOf, pruneStale, staleAfterMs } from "../../../src/images/build.ts";
-import { debianMirrorLines } from "../../../src/images/debian.ts";
 import {
   blobPath,
   dockerManifest,
@@ -13,7 +11,9 @@ import {
   type LayerBlob,
   sha256Digest,
   tagOf,
-} from "../../../src/images/oci.ts";
+} from "../../../src/cluster/node/oci.ts";
+import { inspectImage, inspectLayer, keyOf, pruneStale, staleAfterMs } from "../../../src/images/build.ts";
+import { debianMirrorLines } from "../../../src/images/debian.ts";
 import { reproducibleTarArgs } from "../../../src/images/tarball.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 

@@ -210,6 +210,31 @@ describe("planModel and desired children", () => {
     });
     assert.equal(d.spec!.template.spec!.automountServiceAccountToken, false);
     assert.deepEqual(d.spec?.strategy?.rollingUpdate, { maxUnavailable: 0, maxSurge: 1 });
+    // A stopping pod keeps serving while the Service forgets it (zero failed requests in a roll).
+    assert.deepEqual(c.lifecycle, { preStop: { sleep: { seconds: 5 } } });
+    assert.ok(
+      (d.spec!.template.spec!.terminationGracePeriodSeconds ?? 30) > 5,
+      "the grace period outlasts the drain",
+    );
+  });
+
+  it("probes MLServer for the model's own readiness, not the server's (ready with no model loaded)", () => {
+    const mlserver = {
+      ref: "ClusterServingRuntime/mlserver",
+      spec: runtimes.find((r) => r.metadata.name === "mlserver")!.spec,
+    };
+    const probe = (m: ReturnType<typeof model>) =>
+      desiredDeployment(planModel(m, mlserver), owner).spec!.template.spec!.containers[0]!.readinessProbe
+        ?.httpGet;
+    assert.deepEqual(probe(model({ model: { uri: "s3://b/iris.tgz", format: "sklearn" } }, "iris")), {
+      path: "/v2/models/iris/ready",
+      port: "rest",
+    });
+    assert.deepEqual(
+      probe(model({ model: { uri: "s3://b/iris.tgz", format: "sklearn", name: "classifier" } }, "iris")),
+      { path: "/v2/models/classifier/ready", port: "rest" },
+      "spec.model.name is the name MLServer serves it under",
+    );
   });
 
   it("leaves replicas to the autoscaler when autoscaling is set", () => {

@@ -1,0 +1,72 @@
+/**
+ * Debian packages, installed with apt-get: the one helper for everything this project installs
+ * from Debian (the real node's packages, the image build tools, the tests' tools).
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import type { ProgressFn } from "./binaries.ts";
+import { run } from "./node/host.ts";
+
+/** A prerequisite of a command that is missing and could not be installed; says what to do. */
+export class PrerequisiteError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "PrerequisiteError";
+  }
+}
+
+/** Who asks: the running process unless a test says otherwise. */
+export interface Asker {
+  uid: number | undefined;
+}
+export const thisProcess = (): Asker => ({ uid: process.getuid?.() });
+
+const aptEnv = () => ({ ...process.env, DEBIAN_FRONTEND: "noninteractive" });
+/** Another apt-get (a second test run, say) holds dpkg's lock for a while: wait for it. */
+const aptLockWait = ["-o", "DPkg::Lock::Timeout=600"];
+
+const onPath = (command: string) =>
+  (process.env.PATH ?? "")
+    .split(":")
+    .concat(["/usr/sbin", "/sbin"])
+    .some((dir) => dir && existsSync(join(dir, command)));
+
+/**
+ * Installs Debian packages with apt-get (without recommends), refreshing the package lists once
+ * when a package is unknown (a fresh machine has none). Throws a PrerequisiteError saying what
+ * failed and the command to run by hand: without root, without apt-get, or when apt-get fails.
+ */
+export async function aptInstall(
+  packages: readonly string[],
+  progress: ProgressFn = () => {},
+  asker: Asker = thisProcess(),
+): Promise<void> {
+  const byHand = `apt-get install -y ${packages.join(" ")}`;
+  if (asker.uid !== 0)
+    throw new PrerequisiteError(`installing Debian packages needs root: run sudo ${byHand}`);
+  if (!onPath("apt-get"))
+    throw new PrerequisiteError(
+      `no apt-get on this machine: install ${packages.join(", ")} with its package manager`,
+    );
+  progress(`installing Debian packages: ${packages.join(" ")}`);
+  const install = () =>
+    run("apt-get", ["install", "-y", "--no-install-recommends", ...aptLockWait, ...packages], {
+      env: aptEnv(),
+    });
+  let result = await install();
+  if (
+    result.code !== 0 &&
+    /Unable to locate package|has no installation candidate|404/.test(result.stderr + result.stdout)
+  ) {
+    progress("refreshing the package lists (apt-get update)");
+    await run("apt-get", ["update", ...aptLockWait], { env: aptEnv() });
+    result = await install();
+  }
+  if (result.code !== 0) {
+    const tail = (result.stderr || result.stdout).trim().split("\n").slice(-6).join("\n    ");
+    throw new PrerequisiteError(
+      `apt-get could not install ${packages.join(" ")} (exit ${result.code}):\n    ${tail}\n` +
+        `  Install them yourself (as root: ${byHand}) and run again.`,
+    );
+  }
+}

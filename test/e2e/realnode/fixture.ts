@@ -1,0 +1,197 @@
+/**
+ * What the real-node e2e files share: the run's real-node cluster, the operator as a host
+ * process under its own RBAC with the locally built project image as its download image, a
+ * namespace at the restricted Pod Security level, the sample model trained in a pod of the
+ * MLServer image, and an HTTPS file server on the node's bridge whose CA the download Job trusts
+ * through the model's credentials Secret (`ca.crt`, docs/downloader.md).
+ */
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { mlModelKind } from "../../../src/api/kinds.ts";
+import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { recipeFor } from "../../../src/images/index.ts";
+import {
+  inferV2,
+  type ModelFileServer,
+  type SampleModel,
+  type ServiceEndpoint,
+  serviceEndpoint,
+  startModelFileServer,
+  type TrainOptions,
+  trainSampleModel,
+} from "../../../src/images/sample-model.ts";
+import { builtinKinds } from "../../../src/runtime/index.ts";
+import { kubeConfig, waitFor } from "../../harness/cluster.ts";
+import { type RealNodeCluster, useRealNodeCluster } from "../../harness/realnode.ts";
+import { type OperatorTestBed, operatorTestBed, removeTestBed } from "../operator/helpers.ts";
+
+/** The Secret that carries the file server's CA for the download Job. */
+export const caSecretName = "model-files-ca";
+
+export interface RealNodeBed extends OperatorTestBed {
+  cluster: RealNodeCluster;
+  files: ModelFileServer;
+}
+
+export async function realNodeBed(
+  prefix: string,
+  options: { bytesPerSecond?: number } = {},
+): Promise<RealNodeBed> {
+  const cluster = await useRealNodeCluster();
+  const bed = await operatorTestBed(prefix, { downloaderImage: recipeFor("mlmodel").ref });
+  const files = await startModelFileServer({ host: cluster.nodeIp, bytesPerSecond: options.bytesPerSecond });
+  return { ...bed, cluster, files };
+}
+
+export async function removeRealNodeBed(bed: Partial<RealNodeBed>): Promise<void> {
+  await bed.files?.stop();
+  await removeTestBed(bed);
+}
+
+/** The file server's CA as the Secret the model's credentialsSecretRef names. */
+export async function applyCaSecret(bed: RealNodeBed): Promise<void> {
+  await bed.admin.apply(
+    builtinKinds.Secret,
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: caSecretName, namespace: bed.ns.name },
+      stringData: { "ca.crt": bed.files.ca },
+    },
+    { fieldManager: "e2e", force: true },
+  );
+}
+
+/** Trains the sample model in a pod of the bed's namespace and serves it at `/<file>`. */
+export async function publishSample(
+  bed: RealNodeBed,
+  file: string,
+  options: Omit<TrainOptions, "namespace"> = {},
+): Promise<SampleModel & { uri: string }> {
+  const model = await trainSampleModel(kubeConfig(), { namespace: bed.ns.name, ...options });
+  return { ...model, uri: bed.files.add(file, model.archive) };
+}
+
+/** An MLModel serving `model` from its URI with its checksum, through the built-in MLServer runtime. */
+export function sklearnModel(
+  name: string,
+  model: { uri: string; sha256: string },
+  spec: Partial<MLModelSpec> = {},
+): MLModel {
+  return {
+    apiVersion: "serving.mlmodel.dev/v1alpha1",
+    kind: "MLModel",
+    metadata: { name },
+    spec: {
+      ...spec,
+      model: {
+        uri: model.uri,
+        format: "sklearn",
+        sha256: model.sha256,
+        credentialsSecretRef: { name: caSecretName },
+        ...spec.model,
+      },
+      storage: { size: "64Mi", ...spec.storage },
+    },
+  } as MLModel;
+}
+
+export async function applyModel(bed: RealNodeBed, model: MLModel): Promise<void> {
+  await bed.admin.apply(
+    mlModelKind,
+    { ...model, metadata: { ...model.metadata, namespace: bed.ns.name } },
+    { fieldManager: "e2e", force: true },
+  );
+}
+
+/** Where the model's status.url is served, reached through the Service's ClusterIP on the bed's cluster. */
+export async function endpointOf(bed: RealNodeBed, model: MLModel): Promise<ServiceEndpoint> {
+  const url = model.status?.url;
+  if (!url)
+    throw new Error(`MLModel ${model.metadata.name} has no status.url: ${JSON.stringify(model.status)}`);
+  const config = new KubeConfig();
+  config.loadFromFile(bed.cluster.kubeconfig);
+  return serviceEndpoint(config.makeApiClient(CoreV1Api), url);
+}
+
+/**
+ * The first answer through the Service. kube-proxy programs the ClusterIP shortly after the
+ * endpoints appear, so the first few connections may be refused: retried until one answers.
+ */
+export async function firstAnswer(endpoint: ServiceEndpoint, model: SampleModel) {
+  return waitFor(
+    "the model's Service to answer",
+    async () => {
+      const answer = await inferV2(endpoint, model.name, model.inputs);
+      return answer.status === 200 ? answer : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 250 },
+  );
+}
+
+export interface StatusRecorder {
+  /** Every status the model had, in the order the API server reported them. */
+  statuses: NonNullable<MLModel["status"]>[];
+  stop(): Promise<void>;
+}
+
+/**
+ * Watches the model and keeps each status it goes through (a poll could miss a phase that
+ * lasts less than its interval; a watch sees every write).
+ */
+export function recordStatuses(bed: RealNodeBed, name: string): StatusRecorder {
+  const statuses: NonNullable<MLModel["status"]>[] = [];
+  const abort = new AbortController();
+  const loop = (async () => {
+    let resourceVersion: string | undefined;
+    while (!abort.signal.aborted) {
+      try {
+        for await (const event of bed.admin.watch<MLModel>(
+          mlModelKind,
+          {
+            namespace: bed.ns.name,
+            fieldSelector: `metadata.name=${name}`,
+            ...(resourceVersion ? { resourceVersion } : {}),
+            allowWatchBookmarks: true,
+          },
+          abort.signal,
+        )) {
+          resourceVersion = event.object.metadata.resourceVersion;
+          if (event.type !== "BOOKMARK" && event.object.status) statuses.push(event.object.status);
+        }
+      } catch (err) {
+        if (!abort.signal.aborted)
+          console.error(`# status watch of ${name} restarts: ${(err as Error).message}`);
+      }
+    }
+  })();
+  return {
+    statuses,
+    async stop() {
+      abort.abort();
+      await loop;
+    },
+  };
+}
+
+/** Waits until `done(model)`; a timeout says what the model's status last was. */
+export async function waitForModel(
+  bed: RealNodeBed,
+  name: string,
+  what: string,
+  done: (model: MLModel) => boolean | Promise<boolean>,
+  timeoutMs = 600_000,
+): Promise<MLModel> {
+  let last: MLModel | undefined;
+  try {
+    return await waitFor(
+      `${name}: ${what}`,
+      async () => {
+        last = await bed.admin.get<MLModel>(mlModelKind, { namespace: bed.ns.name, name });
+        return last && (await done(last)) ? last : undefined;
+      },
+      { timeoutMs, intervalMs: 500 },
+    );
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(last?.status)}`);
+  }
+}

@@ -1,0 +1,174 @@
+// test-needs: real-node, images
+/**
+ * A model update under live inference traffic, on real pods: v1 -> v2 while requests keep coming
+ * (25 a second, each on a connection of its own through the Service's ClusterIP), with zero
+ * failed requests and answers that switch from v1's predictions to v2's; then a broken v3 (a
+ * model MLServer cannot load: a real CrashLoopBackOff) that the operator rolls back to v2 on its
+ * own, again with zero failed requests; `mlmodel history` lists the three revisions.
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
+import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
+import { waitFor } from "../../harness/cluster.ts";
+import { labelRuns, Traffic, type TrafficReport, versionClassifier } from "../../harness/traffic.ts";
+import { getModel, podsOf, repoRoot, waitForPhase } from "../operator/helpers.ts";
+import {
+  applyCaSecret,
+  applyModel,
+  endpointOf,
+  firstAnswer,
+  publishSample,
+  type RealNodeBed,
+  realNodeBed,
+  removeRealNodeBed,
+  sklearnModel,
+  waitForModel,
+} from "./fixture.ts";
+
+const ratePerSecond = 25;
+// Bounds: the whole test sends at most this many requests, for at most this long.
+const maxDurationMs = 15 * 60_000;
+const maxRequests = ratePerSecond * (maxDurationMs / 1000);
+
+describe("a model update under live traffic on a real node", () => {
+  let bed: RealNodeBed;
+  let v1: SampleModel & { uri: string };
+  let v2: SampleModel & { uri: string };
+  let v3: SampleModel & { uri: string };
+  let endpoint: ServiceEndpoint;
+  let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
+
+  /** Waits until `count` requests sent from now on have been answered (or have failed). */
+  async function moreAnswers(count: number, what: string): Promise<void> {
+    const from = traffic.now();
+    await waitFor(
+      `${count} more answers (${what})`,
+      async () => traffic.samples.filter((s) => s.at >= from).length >= count,
+      { timeoutMs: 120_000 },
+    );
+  }
+
+  const servingRevisions = async () =>
+    new Set(
+      (await podsOf(bed.admin, bed.ns.name, "iris")).map(
+        (p) => p.metadata.labels?.["serving.mlmodel.dev/revision"],
+      ),
+    );
+
+  before(async () => {
+    bed = await realNodeBed("rn-rollout");
+    [v1, v2, v3] = await Promise.all([
+      publishSample(bed, "iris-v1.tgz", { version: 1 }),
+      publishSample(bed, "iris-v2.tgz", { version: 2 }),
+      publishSample(bed, "iris-v3.tgz", { version: 3, broken: true }),
+    ]);
+    await applyCaSecret(bed);
+    await applyModel(bed, sklearnModel("iris", v1));
+    const ready = await waitForPhase(bed.admin, bed.ns.name, "iris", "Ready", undefined, 600_000);
+    endpoint = await endpointOf(bed, ready);
+    assert.deepEqual((await firstAnswer(endpoint, v1)).data, v1.predictions);
+    traffic = new Traffic({
+      send: () => inferV2(endpoint, "iris", v1.inputs),
+      judge: versionClassifier({ v1: v1.predictions, v2: v2.predictions }),
+      ratePerSecond,
+      maxRequests,
+      maxDurationMs,
+    }).start();
+    await moreAnswers(ratePerSecond * 2, "v1 serving");
+  });
+  after(async () => {
+    await traffic?.stop();
+    await removeRealNodeBed(bed);
+  });
+
+  function assertNoFailures(report: TrafficReport, what: string): void {
+    assert.equal(
+      report.failed,
+      0,
+      `${what}: ${report.failed} of ${report.sent} failed: ${JSON.stringify(report.failures.slice(0, 10))}`,
+    );
+    assert.equal(report.dropped, 0, `${what}: the client dropped ${report.dropped} ticks`);
+  }
+
+  it("v1 -> v2: zero failed requests, and the answers switch from v1's predictions to v2's", async () => {
+    const before = (await getModel(bed.admin, bed.ns.name, "iris"))!;
+    traffic.mark("v2 applied");
+    await applyModel(bed, sklearnModel("iris", v2));
+    const rolled = await waitForModel(bed, "iris", "v2 Ready and the only revision serving", async (m) => {
+      const revisions = await servingRevisions();
+      const s = m.status;
+      return (
+        s?.phase === "Ready" &&
+        s.observedGeneration === m.metadata.generation &&
+        s.revision?.currentNumber === 2 &&
+        revisions.size === 1 &&
+        revisions.has(s.revision.current)
+      );
+    });
+    assert.notEqual(rolled.status?.revision?.current, before.status?.revision?.current);
+    // Let the last old connections drain and v2 answer for a while before judging.
+    await moreAnswers(ratePerSecond * 4, "v2 serving");
+    traffic.mark("v2 served");
+    const report = traffic.report("v2 applied", "v2 served");
+    assertNoFailures(report, "during v1 -> v2");
+    const runs = labelRuns(report.labels);
+    assert.equal(runs[0], "v1", `the first answers after the update came from v1: ${runs.join(" ")}`);
+    assert.equal(runs.at(-1), "v2", `the last answers came from v2: ${runs.join(" ")}`);
+    // The old pod answers while it drains; once the roll is over, only v2 does.
+    const tail = report.labels.slice(-ratePerSecond * 2);
+    assert.deepEqual(
+      [...new Set(tail)],
+      ["v2"],
+      `the last ${tail.length} answers: ${labelRuns(tail).join(" ")}`,
+    );
+    console.log(`# v1 -> v2: ${JSON.stringify({ ...report, labels: runs })}`);
+  });
+
+  it("a broken v3 crash-loops for real and is rolled back to v2 on its own, with zero failed requests", async () => {
+    const v2Revision = (await getModel(bed.admin, bed.ns.name, "iris"))!.status!.revision!.current;
+    traffic.mark("v3 applied");
+    await applyModel(bed, sklearnModel("iris", v3));
+    const rolledBack = await waitForModel(bed, "iris", "v3 rolled back", (m) => {
+      const c = m.status?.conditions?.find((x) => x.type === "RolledBack");
+      return c?.status === "True" && m.status?.phase === "Ready";
+    });
+    const s = rolledBack.status!;
+    assert.equal(s.revision?.current, v2Revision, "v2 serves again");
+    assert.equal(s.revision?.failed?.reason, "CrashLoopBackOff", JSON.stringify(s.revision?.failed));
+    assert.equal(s.revision?.failed?.number, 3);
+    await waitFor("only v2's pods to be left", async () => {
+      const revisions = await servingRevisions();
+      return revisions.size === 1 && revisions.has(v2Revision);
+    });
+    await moreAnswers(ratePerSecond * 4, "v2 serving after the rollback");
+    traffic.mark("rolled back");
+    const report = traffic.report("v3 applied", "rolled back");
+    assertNoFailures(report, "during v3's crash loop and its rollback");
+    assert.deepEqual(Object.keys(report.byLabel), ["v2"], "only v2 answered: v3 never served");
+    console.log(`# v3 -> rollback: ${JSON.stringify({ ...report, labels: labelRuns(report.labels) })}`);
+  });
+
+  it("mlmodel history lists the three revisions", async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [join(repoRoot, "src", "cli", "main.ts"), "history", "iris", "-n", bed.ns.name, "-o", "json"],
+      { env: { ...process.env, KUBECONFIG: bed.cluster.kubeconfig } },
+    );
+    const history = JSON.parse(stdout) as { number: number; modelURI?: string; marks: string[] }[];
+    assert.deepEqual(
+      history.map((h) => h.number),
+      [3, 2, 1],
+      stdout,
+    );
+    assert.deepEqual(history.find((h) => h.number === 2)?.marks, ["serving"], stdout);
+    for (const [number, model] of [
+      [1, v1],
+      [2, v2],
+      [3, v3],
+    ] as const)
+      assert.equal(history.find((h) => h.number === number)?.modelURI, model.uri, stdout);
+  });
+});
