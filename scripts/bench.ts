@@ -3,7 +3,8 @@
  * started for the run, or the cluster of --kubeconfig / KUBECONFIG). Prints figures and writes
  * JSON and SVG plots under bench/results/; never passes or fails on time.
  *
- *   npm run bench                                  # N=100, every series
+ *   npm run bench                                  # N=100, every series, image path
+ *   npm run bench -- --path both --models 300      # image path, then download path
  *   npm run bench -- --models 1000 --json          # last line: one JSON object
  *   npm run bench -- --models 1000 --series converge,floor --memory 1000,10000
  *   npm run bench -- --series first-inference --runs 3   # real pods: apply -> first prediction (bench/realnode)
@@ -11,7 +12,13 @@
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCluster } from "../bench/lib/cluster.ts";
-import { allSeries, runOperatorBench, type SeriesName } from "../bench/operator/bench.ts";
+import {
+  allPaths,
+  allSeries,
+  type BenchPath,
+  runOperatorBench,
+  type SeriesName,
+} from "../bench/operator/bench.ts";
 import { jsonLine, summary, writeResults } from "../bench/operator/report.ts";
 import {
   firstInferenceSummary,
@@ -23,6 +30,8 @@ import { defaultConcurrency } from "../src/operator/mlmodel/controller.ts";
 const help = `Usage: npm run bench -- [flags]
 
   --models N          MLModels to create at once (default 100)
+  --path PATH         image (Deployment + Service), download (PVC, download Job, then Deployment
+                      + Service; volumes made by the bench beforehand), or both (default image)
   --json              print one JSON object as the last line
   --kubeconfig PATH   use this cluster (default: $KUBECONFIG if set, else a private local control plane)
   --series LIST       comma-separated: ${allSeries.join(",")} (default: all), or first-inference
@@ -32,12 +41,15 @@ const help = `Usage: npm run bench -- [flags]
   --concurrency N     operator --concurrency and the floor client's (default ${defaultConcurrency}, the operator's default)
   --idle SECONDS      steady-state idle period (default 60)
   --memory LIST       cached-model counts for the memory series (default 1000,10000; "" to skip)
-  --parallel N        creates/deletes in flight from the benchmark client (default 32)`;
+  --parallel N        creates/deletes in flight from the benchmark client (default 32)
+  --node-flags=FLAGS  extra Node flags for the operator process, e.g. --node-flags="--cpu-prof --cpu-prof-dir=DIR"
+                      (a profile is written when the operator exits; profiling slows it down)`;
 
 function parse() {
   const { values } = parseArgs({
     options: {
       models: { type: "string", default: "100" },
+      path: { type: "string", default: "image" },
       json: { type: "boolean", default: false },
       kubeconfig: { type: "string" },
       series: { type: "string", default: allSeries.join(",") },
@@ -46,6 +58,7 @@ function parse() {
       idle: { type: "string", default: "60" },
       memory: { type: "string", default: "1000,10000" },
       parallel: { type: "string", default: "32" },
+      "node-flags": { type: "string", default: "" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -72,6 +85,13 @@ async function main(): Promise<number> {
     if (!allSeries.includes(s))
       throw new Error(`--series: unknown "${s}"; known: ${[...allSeries, firstInference].join(", ")}`);
   const models = positive("models", flags.models);
+  const paths: BenchPath[] =
+    flags.path === "both"
+      ? allPaths
+      : allPaths.includes(flags.path as BenchPath)
+        ? [flags.path as BenchPath]
+        : [];
+  if (paths.length === 0) throw new Error(`--path "${flags.path}" must be image, download or both`);
   const memoryPoints = flags.memory
     .split(",")
     .filter(Boolean)
@@ -89,8 +109,9 @@ async function main(): Promise<number> {
   }
   const cluster = await benchCluster({
     kubeconfig: flags.kubeconfig ?? process.env.KUBECONFIG,
-    // Floor and operator pods never coexist (the floor namespace is emptied first).
-    pods: models,
+    // Floor and operator pods never coexist (the floor namespace is emptied first); a download
+    // model also has its download pod, done but not deleted until its content is replaced.
+    pods: paths.includes("download") ? models * 2 : models,
     log,
   });
   // Ctrl-C still stops the private control plane (and, through process exit, the operator).
@@ -100,18 +121,27 @@ async function main(): Promise<number> {
       void cluster.stop().finally(() => process.exit(130));
     });
   try {
-    const result = await runOperatorBench(cluster, {
-      models,
-      concurrency: positive("concurrency", flags.concurrency),
-      idleSeconds: positive("idle", flags.idle),
-      memoryPoints,
-      series,
-      clientParallelism: positive("parallel", flags.parallel),
-      log,
-    });
-    for (const f of writeResults(result)) log(`wrote ${f}`);
-    console.log(summary(result));
-    if (flags.json) console.log(jsonLine(result));
+    const lines: string[] = [];
+    for (const [i, path] of paths.entries()) {
+      // The memory series does not depend on the path: measured once.
+      const pathSeries = new Set([...series].filter((s) => s !== "memory" || i === 0));
+      const result = await runOperatorBench(cluster, {
+        models,
+        path,
+        concurrency: positive("concurrency", flags.concurrency),
+        idleSeconds: positive("idle", flags.idle),
+        memoryPoints,
+        series: pathSeries,
+        clientParallelism: positive("parallel", flags.parallel),
+        nodeFlags: flags["node-flags"].split(/\s+/).filter(Boolean),
+        log,
+      });
+      for (const f of writeResults(result)) log(`wrote ${f}`);
+      console.log(summary(result));
+      lines.push(jsonLine(result));
+    }
+    if (flags.json)
+      console.log(lines.length === 1 ? lines[0] : `{"models":${models},"paths":[${lines.join(",")}]}`);
   } finally {
     await cluster.stop();
   }

@@ -9,6 +9,14 @@ export interface AuditWrites {
   total: number;
   /** "verb resource[/subresource]" -> count */
   byVerbResource: Record<string, number>;
+  /** When the last counted write was received (epoch ms), if the log said. */
+  lastAt?: number;
+}
+
+/** Only writes received in [fromMs, toMs) (epoch ms; either end open when undefined). */
+export interface AuditWindow {
+  fromMs?: number;
+  toMs?: number;
 }
 
 interface AuditEvent {
@@ -16,12 +24,18 @@ interface AuditEvent {
   verb?: string;
   user?: { username?: string };
   objectRef?: { resource?: string; subresource?: string };
+  requestReceivedTimestamp?: string;
 }
 
 const writeVerbs = new Set(["create", "update", "patch", "delete", "deletecollection"]);
 
+function inWindow(receivedMs: number, w: AuditWindow): boolean {
+  if (Number.isNaN(receivedMs)) return w.fromMs === undefined && w.toMs === undefined;
+  return (w.fromMs === undefined || receivedMs >= w.fromMs) && (w.toMs === undefined || receivedMs < w.toMs);
+}
+
 /** Writes by `username` in audit JSON lines (one event per request: the ResponseComplete stage). */
-export function countWrites(lines: string, username: string): AuditWrites {
+export function countWrites(lines: string, username: string, window: AuditWindow = {}): AuditWrites {
   const out: AuditWrites = { total: 0, byVerbResource: {} };
   for (const raw of lines.split("\n")) {
     if (!raw.includes(username)) continue;
@@ -33,10 +47,13 @@ export function countWrites(lines: string, username: string): AuditWrites {
     }
     if (e.user?.username !== username || !e.verb || !writeVerbs.has(e.verb)) continue;
     if (e.stage && e.stage !== "ResponseComplete") continue;
+    const received = Date.parse(e.requestReceivedTimestamp ?? "");
+    if (!inWindow(received, window)) continue;
     const r = e.objectRef;
     const key = `${e.verb} ${r?.resource ?? "?"}${r?.subresource ? `/${r.subresource}` : ""}`;
     out.byVerbResource[key] = (out.byVerbResource[key] ?? 0) + 1;
     out.total++;
+    if (!Number.isNaN(received)) out.lastAt = Math.max(out.lastAt ?? received, received);
   }
   return out;
 }
@@ -50,10 +67,15 @@ export function auditOffset(path: string): number {
   }
 }
 
-/** Writes by `username` logged since `offset`. */
-export function writesSince(path: string, offset: number, username: string): AuditWrites {
+/** Writes by `username` logged since `offset` (and received within `window`, if given). */
+export function writesSince(
+  path: string,
+  offset: number,
+  username: string,
+  window: AuditWindow = {},
+): AuditWrites {
   const all = readFileSync(path);
   // A smaller file than the offset was rotated (--audit-log-maxsize): count all of the new one.
   const start = all.length < offset ? 0 : offset;
-  return countWrites(all.subarray(start).toString("utf8"), username);
+  return countWrites(all.subarray(start).toString("utf8"), username, window);
 }

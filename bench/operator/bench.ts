@@ -3,41 +3,46 @@
  * scaling, against a real control plane, with the operator as its own process under its own
  * RBAC. Prints figures; never passes or fails on time (the machine is shared and noisy).
  *
- * Models are custom-image MLModels (1 replica, REST): their lifecycle is MLModel -> Deployment
- * + Service -> ReplicaSet -> Pod (scheduled on kwok nodes, Ready in ~0.5 s) -> status Ready.
+ * Models are custom-image MLModels (1 replica, REST). Two paths (--path):
+ *   image:    MLModel -> Deployment + Service -> ReplicaSet -> Pod (kwok, Ready in ~0.5 s) -> Ready
+ *   download: the same image with a model URI: MLModel -> PVC (bound to a volume made before
+ *             the timed part) -> download Job (+ ServiceAccount, Role, RoleBinding; kwok
+ *             completes its pod) -> Deployment + Service -> Pod -> Ready
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
-import { desiredDeployment, desiredService } from "../../src/operator/desired.ts";
-import { withAppliedHash } from "../../src/operator/drift.ts";
-import { fieldManager } from "../../src/operator/names.ts";
-import { planModel } from "../../src/operator/plan.ts";
-import { resolveRuntime } from "../../src/operator/runtime-selection.ts";
-import {
-  apiVersionOf,
-  builtinKinds,
-  controllerOwnerRef,
-  type KubeClient,
-  type KubeObject,
-} from "../../src/runtime/index.ts";
+import { labels } from "../../src/operator/names.ts";
+import { apiVersionOf, builtinKinds, type KubeClient, type KubeObject } from "../../src/runtime/index.ts";
 import { type AuditWrites, auditOffset, writesSince } from "../lib/audit.ts";
 import type { BenchCluster } from "../lib/cluster.ts";
 import { diff, type Sample, sumBy, total } from "../lib/prometheus.ts";
 import { inParallel, type Percentiles, percentiles, round } from "../lib/stats.ts";
+import { type BenchPath, type FloorResult, floor } from "./floor.ts";
 import { measureStoreCost, type StoreCost } from "./memory.ts";
-import { type OperatorProcess, operatorKubeconfig, operatorUser, startOperatorProcess } from "./process.ts";
+import {
+  imageNodeOptions,
+  type OperatorProcess,
+  operatorKubeconfig,
+  operatorUser,
+  startOperatorProcess,
+} from "./process.ts";
 import { Tracker } from "./tracker.ts";
+import { provideVolumes, removeVolumes } from "./volumes.ts";
+
+export type { BenchPath } from "./floor.ts";
+export const allPaths: BenchPath[] = ["image", "download"];
 
 export type SeriesName = "converge" | "floor" | "steady" | "update" | "delete" | "memory";
 export const allSeries: SeriesName[] = ["converge", "floor", "steady", "update", "delete", "memory"];
 
 export interface OperatorBenchOptions {
   models: number;
+  path: BenchPath;
   /** Operator --concurrency, and the floor client's. */
   concurrency: number;
   idleSeconds: number;
@@ -46,6 +51,8 @@ export interface OperatorBenchOptions {
   series: Set<SeriesName>;
   /** Creates and deletes in flight at once from the benchmark's client. */
   clientParallelism: number;
+  /** Extra Node flags for the operator process (e.g. --cpu-prof --cpu-prof-dir=DIR). */
+  nodeFlags?: string[];
   log: (line: string) => void;
 }
 
@@ -55,32 +62,50 @@ export interface ConvergeResult {
   requestsPerModel: number;
   requestsPerModelByVerb: Record<string, number>;
   reconcilesPerModel: number;
+  /** Audit-logged writes from the first create until the last model was Ready. */
   auditWritesPerModel?: Record<string, number>;
+  auditWritesPerModelTotal?: number;
   cpuSeconds: number;
+  /** Operator user+system CPU per model, in ms (robust to machine load, unlike seconds). */
+  cpuMsPerModel: number;
   peakRssMiB: number;
+  /** When the last model turned Ready (epoch ms): the start of the settle and steady windows. */
+  lastReadyAt: number;
+  /** Load average (1 min) at the end of the series. */
+  loadAverage: number;
   /** create -> Ready latencies in seconds, for the plot. */
   latencies: number[];
 }
 
-export interface FloorResult {
-  seconds: number;
-  latency: Percentiles;
-  latencies: number[];
-}
-
 export interface SteadyResult {
+  /** The idle window starts this long after the last model was Ready. */
+  settleSeconds: number;
   idleSeconds: number;
   writesPerMinute: number;
   reconcilesPerMinute: number;
   requestsPerMinuteByVerb: Record<string, number>;
+  /** Operator CPU during the idle window. */
+  cpuSeconds: number;
+  /** Audit-logged writes in the idle window (goal: none). */
   auditWrites?: number;
+  auditWritesByVerbResource?: Record<string, number>;
+  /** Audit-logged writes between the last Ready and the idle window (the settle window). */
+  settleWrites?: number;
+  settleWritesByVerbResource?: Record<string, number>;
+  /** Seconds after the last Ready of the operator's last write seen up to the window's end. */
+  lastWriteAfterReadySeconds?: number;
 }
+
+/** The operator's Events in the run's namespace by reason: objects, and occurrences (series counts). */
+export type EventTally = Record<string, { events: number; occurrences: number }>;
 
 export interface UpdateResult {
   models: number;
   seconds: number;
   latency: Percentiles;
   requestsPerModelByVerb: Record<string, number>;
+  auditWritesPerModel?: Record<string, number>;
+  cpuMsPerModel: number;
 }
 
 export interface DeleteResult {
@@ -104,41 +129,65 @@ export interface MemoryResult {
 
 export interface OperatorBenchResult {
   models: number;
+  path: BenchPath;
   operatorSeconds?: number;
   floorSeconds?: number;
   ratio?: number;
   requestsPerModel?: number;
   peakRssMiB?: number;
   concurrency: number;
-  machine: { cores: number; memoryGiB: number; cluster: string; note: string };
+  machine: {
+    cores: number;
+    memoryGiB: number;
+    cluster: string;
+    note: string;
+    loadAverage: number[];
+    /** The operator's Node options: the image's NODE_OPTIONS and --node-flags. */
+    operatorNodeOptions: string;
+  };
   converge?: ConvergeResult;
   floor?: FloorResult;
   steady?: SteadyResult;
+  /** Read after converge (and the steady window): which Events were written and repeated. */
+  events?: EventTally;
   update?: UpdateResult;
   delete?: DeleteResult;
   memory?: MemoryResult;
 }
 
 const modelLabel = "bench.mlmodel.dev/run";
+/** The operator's events.k8s.io reportingController (src/operator/run.ts). */
+const reportingController = "serving.mlmodel.dev/operator";
 const writeVerbs = new Set(["create", "update", "patch", "apply", "delete"]);
 const seconds = (ms: number) => ms / 1000;
+/** The steady window starts this long after the last model is Ready (the issue's goal: no write after). */
+export const settleMs = 5000;
 
-/** A custom-image model: no download, one replica, a REST endpoint. */
+/**
+ * A custom-image model, one replica, a REST endpoint. On the download path it also has a model
+ * URI (nothing fetches it: kwok completes the download pod) and asks for 1Gi of storage.
+ */
 export function benchModel(
   name: string,
   namespace: string,
   run: string,
   extra: Partial<MLModel["spec"]> = {},
+  path: BenchPath = "image",
 ): MLModel {
+  const model =
+    path === "download"
+      ? { uri: "https://models.example.com/bench/model.tar.gz", version: "1" }
+      : { path: "/models/bench", version: "1" };
   return {
     apiVersion: apiVersionOf(mlModelKind),
     kind: "MLModel",
     metadata: { name, namespace, labels: { [modelLabel]: run } },
     spec: {
       image: "registry.example.com/bench/model:1",
-      model: { path: "/models/bench", version: "1" },
+      model,
       replicas: 1,
       endpoint: { protocol: "REST", restPort: 8080 },
+      ...(path === "download" ? { storage: { size: "1Gi" } } : {}),
       ...extra,
     },
   } as MLModel;
@@ -222,127 +271,63 @@ async function converge(
   const ready = tracker.until(names, (m) => servesCurrentSpec(m), liveness(n));
   const started = await createModels(
     cluster.admin,
-    names.map((name) => benchModel(name, namespace, namespace)),
+    names.map((name) => benchModel(name, namespace, namespace, {}, opts.path)),
     opts.clientParallelism,
   );
   const reached = await ready;
-  const elapsed = seconds(Math.max(...reached.values()) - t0);
+  const lastReady = Math.max(...reached.values());
+  const lastReadyAt = performance.timeOrigin + lastReady;
+  const elapsed = seconds(lastReady - t0);
   const after = await operator.metrics();
   const stats = operator.stats();
   const byVerb = diff(requestsByVerb(after), requestsByVerb(before));
   const reconciles =
     total(after, "controller_runtime_reconcile_total") - total(before, "controller_runtime_reconcile_total");
   const writes: AuditWrites | undefined = cluster.auditLog
-    ? writesSince(cluster.auditLog, audit, operatorUser)
+    ? writesSince(cluster.auditLog, audit, operatorUser, { toMs: lastReadyAt })
     : undefined;
   const latencies = latenciesOf(started, reached);
+  const cpuSeconds = stats.cpuSeconds - cpuBefore;
   return {
     seconds: round(elapsed)!,
     latency: percentiles(latencies),
     requestsPerModel: round(Object.values(byVerb).reduce((a, b) => a + b, 0) / n)!,
     requestsPerModelByVerb: perModel(byVerb, n),
     reconcilesPerModel: round(reconciles / n)!,
-    ...(writes ? { auditWritesPerModel: perModel(writes.byVerbResource, n) } : {}),
-    cpuSeconds: round(stats.cpuSeconds - cpuBefore)!,
+    ...(writes
+      ? {
+          auditWritesPerModel: perModel(writes.byVerbResource, n),
+          auditWritesPerModelTotal: round(writes.total / n)!,
+        }
+      : {}),
+    cpuSeconds: round(cpuSeconds)!,
+    cpuMsPerModel: round((cpuSeconds * 1000) / n, 1)!,
     peakRssMiB: round(stats.peakRssMiB, 1)!,
+    lastReadyAt,
+    loadAverage: round(loadavg()[0], 1)!,
     latencies,
   };
 }
 
 /**
- * Floor: no operator. A bare client creates the same MLModels, then applies the very objects
- * the operator would (the operator's own desired-state functions) with the same concurrency,
- * and waits for the Deployments' pods to be ready. The control plane's own limit on this machine.
+ * Steady state: an idle window that starts `settleMs` after the last model was Ready. Writes
+ * must be zero in it (operator counters and audit log); the settle window before it is
+ * reported too, and when the operator's last write came.
  */
-async function floor(
-  admin: KubeClient,
-  namespace: string,
-  names: string[],
-  opts: OperatorBenchOptions,
-): Promise<FloorResult> {
-  const deployments = new Tracker<
-    KubeObject & { status?: { readyReplicas?: number; updatedReplicas?: number } }
-  >(admin, builtinKinds.Deployment, namespace);
-  await deployments.start();
-  try {
-    const t0 = performance.now();
-    const ready = deployments.until(
-      names,
-      (d) => (d.status?.readyReplicas ?? 0) >= 1 && (d.status?.updatedReplicas ?? 0) >= 1,
-      liveness(names.length),
-    );
-    // Children are applied by `concurrency` workers as models are created, like the operator's queue.
-    const created: MLModel[] = [];
-    const waiting: (() => void)[] = [];
-    let finished = false;
-    const creating = createModels(
-      admin,
-      names.map((name) => benchModel(name, namespace, namespace)),
-      opts.clientParallelism,
-      (m) => {
-        created.push(m);
-        waiting.shift()?.();
-      },
-    ).then((started) => {
-      finished = true;
-      for (const w of waiting.splice(0)) w();
-      return started;
-    });
-    const next = async (): Promise<MLModel | undefined> => {
-      while (created.length === 0 && !finished) await new Promise<void>((r) => waiting.push(r));
-      return created.shift();
-    };
-    const worker = async () => {
-      for (let m = await next(); m; m = await next()) await applyChildren(admin, m);
-    };
-    await Promise.all(Array.from({ length: opts.concurrency }, worker));
-    const started = await creating;
-    const reached = await ready;
-    const latencies = latenciesOf(started, reached);
-    return {
-      seconds: round(seconds(Math.max(...reached.values()) - t0))!,
-      latency: percentiles(latencies),
-      latencies,
-    };
-  } finally {
-    deployments.stop();
-  }
-}
-
-/** What the operator writes for a model that serves: its Deployment and Service, by server-side apply. */
-async function applyChildren(admin: KubeClient, model: MLModel): Promise<void> {
-  const resolution = resolveRuntime(model, [], []);
-  if (!resolution.ok) throw new Error(`bench model has no runtime: ${resolution.message}`);
-  const plan = planModel(model, resolution.runtime);
-  const owner = controllerOwnerRef(model);
-  await admin.apply(
-    builtinKinds.Deployment,
-    withAppliedHash(desiredDeployment(plan, owner) as unknown as KubeObject),
-    {
-      fieldManager,
-      force: true,
-    },
-  );
-  await admin.apply(
-    builtinKinds.Service,
-    withAppliedHash(desiredService(plan, owner) as unknown as KubeObject),
-    {
-      fieldManager,
-      force: true,
-    },
-  );
-}
-
-/** Steady state: an idle period after convergence. Writes must be zero; reconciles should be. */
 async function steady(
   cluster: BenchCluster,
   operator: OperatorProcess,
   idleSeconds: number,
+  converged: { auditOffset: number; lastReadyAt: number },
 ): Promise<SteadyResult> {
+  const windowStart = converged.lastReadyAt + settleMs;
+  await sleep(Math.max(0, windowStart - Date.now()));
   const before = await operator.metrics();
-  const audit = cluster.auditLog ? auditOffset(cluster.auditLog) : 0;
-  await new Promise((r) => setTimeout(r, idleSeconds * 1000));
+  const cpuBefore = operator.stats().cpuSeconds;
+  await sleep(idleSeconds * 1000);
+  const windowEnd = Date.now();
   const after = await operator.metrics();
+  const cpuSeconds = operator.stats().cpuSeconds - cpuBefore;
   const byVerb = diff(requestsByVerb(after), requestsByVerb(before));
   const perMinute = (v: number) => round((v * 60) / idleSeconds)!;
   const writes = Object.entries(byVerb)
@@ -350,18 +335,59 @@ async function steady(
     .reduce((a, [, v]) => a + v, 0);
   const reconciles =
     total(after, "controller_runtime_reconcile_total") - total(before, "controller_runtime_reconcile_total");
-  return {
+  const result: SteadyResult = {
+    settleSeconds: seconds(settleMs),
     idleSeconds,
     writesPerMinute: perMinute(writes),
     reconcilesPerMinute: perMinute(reconciles),
     requestsPerMinuteByVerb: Object.fromEntries(Object.entries(byVerb).map(([k, v]) => [k, perMinute(v)])),
-    ...(cluster.auditLog ? { auditWrites: writesSince(cluster.auditLog, audit, operatorUser).total } : {}),
+    cpuSeconds: round(cpuSeconds)!,
   };
+  if (cluster.auditLog) {
+    const log = cluster.auditLog;
+    const idle = writesSince(log, converged.auditOffset, operatorUser, {
+      fromMs: windowStart,
+      toMs: windowEnd,
+    });
+    const settle = writesSince(log, converged.auditOffset, operatorUser, {
+      fromMs: converged.lastReadyAt,
+      toMs: windowStart,
+    });
+    const lastAt = Math.max(idle.lastAt ?? 0, settle.lastAt ?? 0);
+    Object.assign(result, {
+      auditWrites: idle.total,
+      auditWritesByVerbResource: idle.byVerbResource,
+      settleWrites: settle.total,
+      settleWritesByVerbResource: settle.byVerbResource,
+      ...(lastAt ? { lastWriteAfterReadySeconds: round(seconds(lastAt - converged.lastReadyAt), 1) } : {}),
+    });
+  }
+  return result;
+}
+
+/** The operator's Events in `namespace`, by reason, with their series counts. */
+async function eventTally(admin: KubeClient, namespace: string): Promise<EventTally> {
+  const tally: EventTally = {};
+  let page: string | undefined;
+  do {
+    const res = await admin.list<
+      KubeObject & { reason?: string; reportingController?: string; series?: { count?: number } }
+    >(builtinKinds.Event, { namespace, limit: 500, ...(page ? { continue: page } : {}) });
+    for (const e of res.items) {
+      if (e.reportingController !== reportingController) continue;
+      const reason = e.reason ?? "?";
+      const t = tally[reason] ?? { events: 0, occurrences: 0 };
+      tally[reason] = { events: t.events + 1, occurrences: t.occurrences + (e.series?.count ?? 1) };
+    }
+    page = res.continue;
+  } while (page);
+  return tally;
 }
 
 /** Update wave: every 10th model gets model version "2"; time until all of them serve it. */
 async function updateWave(
   admin: KubeClient,
+  auditLog: string | undefined,
   operator: OperatorProcess,
   namespace: string,
   names: string[],
@@ -370,6 +396,8 @@ async function updateWave(
 ): Promise<UpdateResult> {
   const wave = names.filter((_, i) => i % 10 === 0);
   const before = await operator.metrics();
+  const cpuBefore = operator.stats().cpuSeconds;
+  const audit = auditLog ? auditOffset(auditLog) : 0;
   const t0 = performance.now();
   const ready = tracker.until(wave, (m) => servesCurrentSpec(m, "2"), liveness(wave.length));
   const started = new Map<string, number>();
@@ -379,11 +407,15 @@ async function updateWave(
   });
   const reached = await ready;
   const after = await operator.metrics();
+  const cpuSeconds = operator.stats().cpuSeconds - cpuBefore;
+  const writes = auditLog ? writesSince(auditLog, audit, operatorUser) : undefined;
   return {
     models: wave.length,
     seconds: round(seconds(Math.max(...reached.values()) - t0))!,
     latency: percentiles(latenciesOf(started, reached)),
     requestsPerModelByVerb: perModel(diff(requestsByVerb(after), requestsByVerb(before)), wave.length),
+    ...(writes ? { auditWritesPerModel: perModel(writes.byVerbResource, wave.length) } : {}),
+    cpuMsPerModel: round((cpuSeconds * 1000) / wave.length, 1)!,
   };
 }
 
@@ -406,21 +438,26 @@ async function deleteAll(
   return { seconds: round(elapsed)!, requestsByVerb: diff(requestsByVerb(after), requestsByVerb(before)) };
 }
 
+/** Every kind of child (and grandchild) a model has on either path; all carry the model label. */
 const childKinds = [
-  mlModelKind,
   builtinKinds.Deployment,
   builtinKinds.ReplicaSet,
   builtinKinds.Pod,
   builtinKinds.Service,
   builtinKinds.Job,
+  builtinKinds.PersistentVolumeClaim,
+  builtinKinds.ServiceAccount,
+  builtinKinds.Role,
+  builtinKinds.RoleBinding,
 ];
 
 /** Polls (one-item lists, cheap at any N) until no model and no child is left in the namespace. */
 async function waitGone(admin: KubeClient, namespace: string): Promise<void> {
   const deadline = Date.now() + 1_800_000;
   for (;;) {
-    let left = 0;
-    for (const kind of childKinds) left += (await admin.list(kind, { namespace, limit: 1 })).items.length;
+    let left = (await admin.list(mlModelKind, { namespace, limit: 1 })).items.length;
+    for (const kind of childKinds)
+      left += (await admin.list(kind, { namespace, limit: 1, labelSelector: labels.model })).items.length;
     if (left === 0) return;
     if (Date.now() > deadline) throw new Error(`objects still left in ${namespace} after 30 minutes`);
     await new Promise((r) => setTimeout(r, 250));
@@ -445,6 +482,7 @@ async function memory(
     namespace,
     concurrency: opts.concurrency,
     logFile: join(work, "operator-memory.log"),
+    nodeFlags: opts.nodeFlags,
   });
   const tracker = new Tracker<MLModel>(cluster.admin, mlModelKind, namespace);
   await tracker.start();
@@ -516,12 +554,14 @@ async function memoryPoint(operator: OperatorProcess, cachedModels: number): Pro
   };
 }
 
-export function machine(cluster: BenchCluster): OperatorBenchResult["machine"] {
+export function machine(cluster: BenchCluster, nodeFlags?: string[]): OperatorBenchResult["machine"] {
   return {
     cores: cpus().length,
     memoryGiB: Math.round(totalmem() / 2 ** 30),
     cluster: cluster.description.startsWith("the cluster of") ? "given kubeconfig" : cluster.description,
     note: "shared with other engineers' builds and tests: figures are noisy",
+    loadAverage: loadavg().map((l) => round(l, 1)!),
+    operatorNodeOptions: [imageNodeOptions(), ...(nodeFlags ?? [])].filter(Boolean).join(" "),
   };
 }
 
@@ -534,38 +574,63 @@ export async function runOperatorBench(
   const names = modelNames(opts.models);
   const result: OperatorBenchResult = {
     models: opts.models,
+    path: opts.path,
     concurrency: opts.concurrency,
-    machine: machine(cluster),
+    machine: machine(cluster, opts.nodeFlags),
   };
   const kubeconfig = await operatorKubeconfig(admin, cluster.kubeConfig, work);
   const runId = randomBytes(3).toString("hex");
+  const download = opts.path === "download";
+  /** A namespace of the run: created, given volumes on the download path before anything is timed. */
+  const prepare = async (ns: string) => {
+    await createNamespace(admin, ns);
+    if (!download) return;
+    opts.log(
+      `volumes: ${names.length} hostPath PersistentVolumes bound to the claims to come (no provisioner)`,
+    );
+    await provideVolumes(admin, ns, names, opts.clientParallelism);
+  };
+  /** Deletes a namespace of the run; on the download path waits for it, then deletes its volumes. */
+  const discard = async (ns: string, wait: boolean) => {
+    await admin.delete(builtinKinds.Namespace, { name: ns }).catch(() => {});
+    if (!wait && !download) return;
+    opts.log(`waiting for namespace ${ns} and everything in it to be gone`);
+    await namespaceGone(admin, ns);
+    if (download) await removeVolumes(admin, ns, opts.clientParallelism);
+  };
 
   const needsOperator = ["converge", "steady", "update", "delete"].some((s) =>
     opts.series.has(s as SeriesName),
   );
   if (needsOperator) {
     const ns = `bench-op-${runId}`;
-    await createNamespace(admin, ns);
+    await prepare(ns);
     const operator = await startOperatorProcess({
       kubeconfig,
       namespace: ns,
       concurrency: opts.concurrency,
       logFile: join(work, "operator.log"),
+      nodeFlags: opts.nodeFlags,
     });
     opts.log(`operator: pid ${operator.pid}, log ${join(work, "operator.log")}`);
     const tracker = new Tracker<MLModel>(admin, mlModelKind, ns);
     await tracker.start();
     try {
-      opts.log(`converge: creating ${opts.models} models`);
+      const auditStart = cluster.auditLog ? auditOffset(cluster.auditLog) : 0;
+      opts.log(`converge: creating ${opts.models} ${opts.path}-path models`);
       result.converge = await converge(cluster, operator, ns, names, opts, tracker);
       opts.log(`converge: ${result.converge.seconds}s`);
       if (opts.series.has("steady")) {
-        opts.log(`steady: idle for ${opts.idleSeconds}s`);
-        result.steady = await steady(cluster, operator, opts.idleSeconds);
+        opts.log(`steady: idle for ${opts.idleSeconds}s from ${settleMs / 1000}s after the last Ready`);
+        result.steady = await steady(cluster, operator, opts.idleSeconds, {
+          auditOffset: auditStart,
+          lastReadyAt: result.converge.lastReadyAt,
+        });
       }
+      result.events = await eventTally(admin, ns);
       if (opts.series.has("update")) {
         opts.log("update: new model version for every 10th model");
-        result.update = await updateWave(admin, operator, ns, names, opts, tracker);
+        result.update = await updateWave(admin, cluster.auditLog, operator, ns, names, opts, tracker);
       }
       if (opts.series.has("delete")) {
         opts.log("delete: all models");
@@ -575,24 +640,30 @@ export async function runOperatorBench(
       tracker.stop();
       await operator.stop();
     }
-    await admin.delete(builtinKinds.Namespace, { name: ns }).catch(() => {});
     // Without the delete series, the namespace's 1,000s of objects are still being collected:
     // a floor run now would pay for that garbage collection (it did: 172 s against 124 s).
-    if (opts.series.has("floor") && !opts.series.has("delete")) {
-      opts.log(`waiting for namespace ${ns} and everything in it to be gone before the floor`);
-      await namespaceGone(admin, ns);
-    }
+    await discard(ns, opts.series.has("floor") && !opts.series.has("delete"));
   }
 
   // The floor runs last, on a cluster the operator series left empty (delete all waits for
   // every child to go), so neither run pays for the other's garbage collection.
   if (opts.series.has("floor")) {
     const ns = `bench-floor-${runId}`;
-    await createNamespace(admin, ns);
+    await prepare(ns);
     opts.log(`floor: ${opts.models} models' children by a bare client, concurrency ${opts.concurrency}`);
-    result.floor = await floor(admin, ns, names, opts);
+    result.floor = await floor(
+      admin,
+      ns,
+      names.map((name) => benchModel(name, ns, ns, {}, opts.path)),
+      {
+        concurrency: opts.concurrency,
+        clientParallelism: opts.clientParallelism,
+        path: opts.path,
+        timeoutMs: liveness(names.length),
+      },
+    );
     opts.log(`floor: ${result.floor.seconds}s`);
-    await admin.delete(builtinKinds.Namespace, { name: ns }).catch(() => {});
+    await discard(ns, false);
   }
 
   if (opts.series.has("memory") && opts.memoryPoints.length) {

@@ -3,7 +3,7 @@
  * own ServiceAccount (the least-privilege RBAC that `mlmodel install` creates, not admin),
  * metrics and probes on loopback ports, its CPU and memory read from /proc.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
@@ -17,6 +17,16 @@ import { type ProcStats, procStats } from "../lib/proc.ts";
 import { parsePrometheus, type Sample } from "../lib/prometheus.ts";
 
 const repo = join(import.meta.dirname, "..", "..");
+
+/** NODE_OPTIONS of the image (Dockerfile): the operator is measured with the flags it runs with. */
+export function imageNodeOptions(dockerfile = readFileSync(join(repo, "Dockerfile"), "utf8")): string {
+  return (
+    /^ENV NODE_OPTIONS=(.*)$/m
+      .exec(dockerfile)?.[1]
+      ?.trim()
+      .replace(/^"(.*)"$/, "$1") ?? ""
+  );
+}
 
 /** The operator's user name in the audit log. */
 export const operatorUser = `system:serviceaccount:${defaultOperatorNamespace}:${operatorName}`;
@@ -68,13 +78,24 @@ export async function startOperatorProcess(opts: {
   namespace: string;
   concurrency: number;
   logFile: string;
+  /** Extra Node flags, e.g. --cpu-prof (profiles), before the script. */
+  nodeFlags?: string[];
 }): Promise<OperatorProcess> {
   const [metricsPort, healthPort] = [await freePort(), await freePort()];
   const log = openSync(opts.logFile, "a");
+  // As the image runs it: its entrypoint is bin/mlmodel.js, with a compile cache filled when
+  // the image was built (Dockerfile). Filled here the same way, for these Node flags (the
+  // cache is per flag set): a source changed since the last run would otherwise be stripped
+  // again at start and the operator measured with the TypeScript stripper in memory.
+  const launcher = join(repo, "bin", "mlmodel.js");
+  const env = { ...process.env, NODE_OPTIONS: imageNodeOptions() };
+  const cacheFlags = (opts.nodeFlags ?? []).filter((f) => !/^--(cpu-prof|heap|diagnostic-dir)/.test(f));
+  spawnSync(process.execPath, [...cacheFlags, launcher, "operator", "--help"], { stdio: "ignore", env });
   const child = spawn(
     process.execPath,
     [
-      join(repo, "src", "cli", "main.ts"),
+      ...(opts.nodeFlags ?? []),
+      launcher,
       "operator",
       "--kubeconfig",
       opts.kubeconfig,
@@ -89,7 +110,7 @@ export async function startOperatorProcess(opts: {
       "--log-level",
       "warn",
     ],
-    { stdio: ["ignore", log, log] },
+    { stdio: ["ignore", log, log], env },
   );
   // The operator must not outlive the benchmark, even one stopped by Ctrl-C.
   const killOnExit = () => child.kill("SIGTERM");

@@ -50,9 +50,11 @@ export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[]
     written.push(join(dir, name));
   };
   const n = r.models;
+  // Image-path files keep their names (and feed scaling.svg); the download path's are tagged.
+  const tag = r.path === "download" ? `download-n${n}` : `n${n}`;
   const json = `${JSON.stringify(JSON.parse(jsonLine(r)), null, 2)}\n`;
   // A memory-only run must not replace the converge figures of its N.
-  if (r.converge || r.floor) file(`operator-n${n}.json`, json);
+  if (r.converge || r.floor) file(`operator-${tag}.json`, json);
   else if (r.memory) file("memory.json", json);
   const curves: Series[] = [];
   if (r.converge) curves.push({ name: "operator", points: readyCurve(r.converge.latencies) });
@@ -60,9 +62,9 @@ export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[]
     curves.push({ name: "floor (bare client, no operator)", points: readyCurve(r.floor.latencies) });
   if (curves.length)
     file(
-      `converge-n${n}.svg`,
+      `converge-${tag}.svg`,
       lineChart(
-        `Create -> Ready, ${n} models (noisy shared 2-core machine)`,
+        `Create -> Ready, ${n} ${r.path}-path models (noisy shared 2-core machine)`,
         "seconds after create",
         "% of models ready",
         curves,
@@ -70,9 +72,9 @@ export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[]
     );
   if (r.converge)
     file(
-      `requests-n${n}.svg`,
+      `requests-${tag}.svg`,
       barChart(
-        `Operator API requests per model by verb, create -> Ready (${n} models)`,
+        `Operator API requests per model by verb, create -> Ready (${n} ${r.path}-path models)`,
         "requests per model",
         Object.entries(r.converge.requestsPerModelByVerb).map(([label, value]) => ({ label, value })),
       ),
@@ -85,9 +87,9 @@ export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[]
   ].filter((p): p is [string, number] => p[1] !== undefined);
   if (phases.length)
     file(
-      `phases-n${n}.svg`,
+      `phases-${tag}.svg`,
       barChart(
-        `Seconds per series, ${n} models (noisy)`,
+        `Seconds per series, ${n} ${r.path}-path models (noisy)`,
         "seconds",
         phases.map(([label, value]) => ({ label, value })),
       ),
@@ -125,32 +127,46 @@ export function scalingSeries(dir: string): Series[] {
 /** A few lines for a person; the JSON line follows. */
 export function summary(r: OperatorBenchResult): string {
   const lines = [
-    `machine: ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, ${r.machine.cluster} (${r.machine.note})`,
-    `models: ${r.models}, operator concurrency ${r.concurrency}`,
+    `machine: ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, ${r.machine.cluster} (${r.machine.note}; load average ${r.machine.loadAverage.join(" ")} at the start)`,
+    `models: ${r.models} on the ${r.path} path, operator concurrency ${r.concurrency}, Node options "${r.machine.operatorNodeOptions}"`,
   ];
   const c = r.converge;
   if (c)
     lines.push(
       `converge: ${c.seconds}s; create->Ready p50 ${c.latency.p50}s p90 ${c.latency.p90}s p99 ${c.latency.p99}s; ` +
         `${c.requestsPerModel} requests/model ${JSON.stringify(c.requestsPerModelByVerb)}; ${c.reconcilesPerModel} reconciles/model; ` +
-        `CPU ${c.cpuSeconds}s; peak RSS ${c.peakRssMiB} MiB`,
+        `CPU ${c.cpuSeconds}s (${c.cpuMsPerModel} ms/model); peak RSS ${c.peakRssMiB} MiB; load average ${c.loadAverage} at the end`,
     );
   if (c?.auditWritesPerModel)
-    lines.push(`  audit-logged writes/model: ${JSON.stringify(c.auditWritesPerModel)}`);
+    lines.push(
+      `  audit-logged writes/model until the last Ready: ${c.auditWritesPerModelTotal} ${JSON.stringify(c.auditWritesPerModel)}`,
+    );
   if (r.floor)
     lines.push(
       `floor: ${r.floor.seconds}s; p50 ${r.floor.latency.p50}s p99 ${r.floor.latency.p99}s; operator/floor ratio ${r.ratio}`,
     );
-  if (r.steady)
+  const st = r.steady;
+  if (st)
     lines.push(
-      `steady (${r.steady.idleSeconds}s idle): ${r.steady.writesPerMinute} writes/min, ${r.steady.reconcilesPerMinute} reconciles/min` +
-        (r.steady.auditWrites !== undefined
-          ? `, ${r.steady.auditWrites} writes in the audit log`
-          : ", no audit log"),
+      `steady (${st.idleSeconds}s idle from ${st.settleSeconds}s after the last Ready): ${st.writesPerMinute} writes/min, ${st.reconcilesPerMinute} reconciles/min, CPU ${st.cpuSeconds}s` +
+        (st.auditWrites !== undefined
+          ? `; audit log: ${st.auditWrites} writes ${JSON.stringify(st.auditWritesByVerbResource)} in the idle window, ${st.settleWrites} ${JSON.stringify(st.settleWritesByVerbResource)} in the ${st.settleSeconds}s before; last write ${st.lastWriteAfterReadySeconds ?? "-"}s after the last Ready`
+          : "; no audit log"),
+    );
+  if (r.events)
+    lines.push(
+      `operator Events after converge${st ? " and the idle window" : ""} (reason: objects/occurrences): ${Object.entries(
+        r.events,
+      )
+        .map(([reason, t]) => `${reason} ${t.events}/${t.occurrences}`)
+        .join(", ")}`,
     );
   if (r.update)
     lines.push(
-      `update wave: ${r.update.models} models to a new version in ${r.update.seconds}s (p50 ${r.update.latency.p50}s p99 ${r.update.latency.p99}s); requests/model ${JSON.stringify(r.update.requestsPerModelByVerb)}`,
+      `update wave: ${r.update.models} models to a new version in ${r.update.seconds}s (p50 ${r.update.latency.p50}s p99 ${r.update.latency.p99}s); requests/model ${JSON.stringify(r.update.requestsPerModelByVerb)}; CPU ${r.update.cpuMsPerModel} ms/model` +
+        (r.update.auditWritesPerModel
+          ? `; audit-logged writes/model ${JSON.stringify(r.update.auditWritesPerModel)}`
+          : ""),
     );
   if (r.delete) lines.push(`delete all: ${r.delete.seconds}s until every model and child is gone`);
   if (r.memory) {

@@ -42,6 +42,14 @@ export const defaults = {
   downloadBackoffLimit: 3,
   configMountDir: "/etc/mlmodel/model-config",
   credentialsDir: defaultCredentialsDir,
+  /**
+   * How long a new claim may wait for its volume before the download pod's "unbound
+   * PersistentVolumeClaims" is reported as a problem (status.ts, claimBinding): the scheduler
+   * often sees the pod before the PV controller or a provisioner has bound the claim, and that
+   * can take minutes (a cloud disk; the PV controller bound 300 pre-made volumes in about 50 s
+   * under load, bench/README.md). Meanwhile status says the download waits for the volume.
+   */
+  claimBindingGraceSeconds: 300,
 } as const;
 
 export type ModelSource =

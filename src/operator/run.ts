@@ -1,7 +1,7 @@
 /** Builds the operator process: a Manager with the MLModel controller registered. */
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { defaultKubeConfig, KubeClient, Manager } from "../runtime/index.ts";
+import { KubeClient, kubeConnection, loadKubeConfig, Manager } from "../runtime/index.ts";
 import { addMLModelController } from "./mlmodel/controller.ts";
 import { operatorName } from "./names.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
@@ -25,9 +25,12 @@ export interface OperatorOptions extends Partial<OperatorConfig> {
 export const leaseName = "mlmodel-operator";
 
 export async function createOperator(options: OperatorOptions): Promise<Manager> {
+  // Without a client-node KubeConfig, the runtime's own loader: client-node is not imported.
   const client =
     options.client ??
-    KubeClient.fromKubeConfig(options.kubeConfig ?? defaultKubeConfig(), { userAgent: operatorName });
+    (options.kubeConfig
+      ? KubeClient.fromKubeConfig(options.kubeConfig, { userAgent: operatorName })
+      : new KubeClient(kubeConnection(loadKubeConfig()), { userAgent: operatorName }));
   const mgr = new Manager({
     kubeConfig: options.kubeConfig,
     client,

@@ -14,7 +14,7 @@ import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts
 import { redactText, redactUri } from "../downloader/redact.ts";
 import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
-import type { ServingPlan } from "./plan.ts";
+import { defaults, type ServingPlan } from "./plan.ts";
 import { isPodReady, podProblem, terminationMessage } from "./pods.ts";
 
 /** A referenced object that does not exist (or lacks the key we need). */
@@ -164,7 +164,17 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     decide(p, "Downloading", `starting download Job ${jobName} for ${plan.source.shownUri}`, "Downloading");
     return { job: jobName, jobState: "Pending", attempts: 0 };
   }
-  const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + (job.status?.active ?? 0);
+  // Pods that ended but that the Job controller has not counted yet (uncountedTerminatedPods):
+  // without them a Job whose pod just succeeded reads as 0 attempts, nothing running, and
+  // status would step back from Running to Pending before the Job says Complete.
+  const uncounted = job.status?.uncountedTerminatedPods;
+  const ended = (uncounted?.succeeded?.length ?? 0) + (uncounted?.failed?.length ?? 0);
+  // Attempts are pods that started: a pod the Job counts as active may still wait for a node
+  // or for its volume, and that is no attempt yet (nor a running download).
+  const running = o.jobPods.filter(
+    (pod) => pod.status?.phase === "Running" && !pod.metadata?.deletionTimestamp,
+  ).length;
+  const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + ended + running;
   const end = jobEnd(job);
   if (end?.type === "Complete") {
     set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
@@ -182,14 +192,43 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     return { job: jobName, jobState: "Failed", attempts };
   }
   const problem = podProblem(o.jobPods);
-  if (problem) {
+  const volumeWait = problem ? claimBinding(o, problem) !== undefined : o.storage?.status?.phase !== "Bound";
+  if (problem && !volumeWait) {
     set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
     decide(p, problem.reason, `download: ${problem.message}`);
   } else {
-    set(p, "ModelDownloaded", false, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`);
-    decide(p, "Downloading", `Job ${jobName} is downloading ${plan.source.shownUri}`, "Downloading");
+    // Said the same from the Job's creation until its pod runs: the pod that waits for the
+    // scheduler and the volume is no new step (and no status write).
+    const message =
+      running === 0 && volumeWait
+        ? `Job ${jobName} waits for its volume (claim ${plan.source.claimName}) to download ${plan.source.shownUri}`
+        : `Job ${jobName} is downloading ${plan.source.shownUri}`;
+    set(p, "ModelDownloaded", false, "Downloading", message);
+    decide(p, "Downloading", message, "Downloading");
   }
-  return { job: jobName, jobState: job.status?.active ? "Running" : "Pending", attempts };
+  return { job: jobName, jobState: running || ended ? "Running" : "Pending", attempts };
+}
+
+/**
+ * When the download pod is unschedulable only because the model's new claim is not bound yet,
+ * the ms left of its grace (defaults.claimBindingGraceSeconds from the claim's creation): the
+ * normal wait for a volume, reported as Downloading, not as a problem. Also once the claim is
+ * Bound: the pod keeps the scheduler's verdict until its next try, which may come seconds
+ * later. After the grace, or for any other reason, undefined: the problem is reported (its
+ * hint names the StorageClass).
+ */
+export function claimBinding(o: Observed, problem = podProblem(o.jobPods)): number | undefined {
+  if (
+    problem?.reason !== "Unschedulable" ||
+    !/unbound immediate PersistentVolumeClaims/.test(problem.message)
+  )
+    return undefined;
+  const claim = o.storage;
+  if (!claim || claim.status?.phase === "Lost") return undefined;
+  const created = Date.parse(String(claim.metadata?.creationTimestamp ?? ""));
+  if (Number.isNaN(created)) return undefined;
+  const left = created + defaults.claimBindingGraceSeconds * 1000 - Date.parse(o.now);
+  return left > 0 ? left : undefined;
 }
 
 /** Returns the serving pods of the current revision (the Deployment's own: a canary's are judged apart). */
@@ -374,16 +413,21 @@ export function operatorOwned(status: MLModelStatus | undefined): unknown {
   return Object.keys(mine).length ? { ...rest, download: mine } : rest;
 }
 
-/** A transition a person should hear about: one Event per change of phase or reason. */
+/**
+ * A transition a person should hear about, as an Event: every change to a problem (a Warning),
+ * and the change that ends one (Normal: what it became). The steps of a healthy rollout
+ * (Downloading, Deploying, Serving) get none: status says each of them with its time
+ * (conditions' lastTransitionTime, status.revision.history), and an Event per step cost every
+ * model one to three API writes that said nothing more (issue 15, bench/README.md).
+ */
 export function transitionEvent(
   before: MLModelStatus | undefined,
   after: MLModelStatus,
 ): { type: "Normal" | "Warning"; reason: string; message: string } | undefined {
   if (before?.phase === after.phase && before?.reason === after.reason) return undefined;
   const reason = after.reason ?? after.phase ?? "Unknown";
-  return {
-    type: isWarningReason(reason) ? "Warning" : "Normal",
-    reason,
-    message: `${after.phase}: ${after.message ?? ""}`,
-  };
+  const type = isWarningReason(reason) ? "Warning" : "Normal";
+  const recovered = before?.reason !== undefined && isWarningReason(before.reason);
+  if (type === "Normal" && !recovered) return undefined;
+  return { type, reason, message: `${after.phase}: ${after.message ?? ""}` };
 }

@@ -1,11 +1,10 @@
 /**
- * KubeClient: the few REST verbs a controller needs, over undici's fetch.
+ * KubeClient: the few REST verbs a controller needs, over Node's http/https (transport.ts).
  *
- * Auth and TLS come from client-node's KubeConfig (kubeconfig files, in-cluster service
- * account, exec plugins, client certificates, basic auth): we ask it for the https options
- * before every request, for the headers (tokens rotate: the in-cluster token file is re-read
- * by client-node) and the TLS material (CA, client cert and key go into an undici Agent,
- * rebuilt only when they change). See kubeConfigConnection.
+ * Auth and TLS come from a Connection: the runtime's own kubeconfig loader (kubeconfig.ts:
+ * tokens, token files, client certificates, exec plugins, in-cluster service account), or
+ * client-node's KubeConfig through `fromKubeConfig` (kubeConfigConnection). Headers are asked for before every
+ * request (tokens rotate: token files are re-read, exec credentials expire).
  *
  * Every request is counted by verb and HTTP code through `onRequest` listeners (metrics).
  * There is no client-side rate limit: like controller-runtime since v0.21 we rely on the
@@ -13,9 +12,9 @@
  */
 import type { RequestOptions } from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { Agent, type Dispatcher, fetch } from "undici";
 import { ApiError } from "./errors.ts";
 import { apiVersionOf, collectionPath, kindName, objectPath, type ResourceKind } from "./kinds.ts";
+import { type HttpRequest, type HttpResponse, NodeTransport, type TlsSettings } from "./transport.ts";
 import type { KubeObject, ObjectKey, Status, WatchEvent } from "./types.ts";
 
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "apply" | "delete";
@@ -91,10 +90,14 @@ const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
   apply: "application/apply-patch+yaml",
 };
 
-/** What KubeClient needs from the connection: base URL, TLS dispatcher, fresh headers. */
+/** What KubeClient needs from the connection: base URL, TLS settings, fresh headers. */
 export interface Connection {
   server: string;
-  dispatcher?: Dispatcher;
+  /**
+   * CA, client certificate, SNI name and verification for an https server. Read before every
+   * request (it may be a getter): a different object opens a new connection pool.
+   */
+  tls?: TlsSettings;
   headers(): Promise<Record<string, string>>;
 }
 
@@ -107,15 +110,17 @@ export class KubeClient {
   readonly #server: string;
   readonly #userAgent: string;
   readonly #listeners: ((r: RequestRecord) => void)[] = [];
+  readonly #transport: NodeTransport;
 
   constructor(conn: Connection, opts: KubeClientOptions = {}) {
     if (!/^https?:\/\//.test(conn.server)) {
       throw new TypeError(`KubeClient server "${conn.server}" must be an http(s):// URL`);
     }
-    // Keep `conn` itself: its dispatcher may be a getter filled on the first request.
+    // Keep `conn` itself: its tls may be a getter filled on the first request.
     this.#conn = conn;
     this.#server = conn.server.replace(/\/+$/, "");
     this.#userAgent = opts.userAgent ?? "mlmodel-runtime";
+    this.#transport = new NodeTransport(conn.server);
   }
 
   /** Builds a client from a loaded KubeConfig (current context): see kubeConfigConnection. */
@@ -303,9 +308,7 @@ export class KubeClient {
       });
       inactivity.touch();
       opts.onOpen?.();
-      const body = res.body;
-      if (!body) return;
-      for await (const line of lines(body, () => inactivity.touch())) {
+      for await (const line of lines(res.body, () => inactivity.touch())) {
         const event = JSON.parse(line) as { type: string; object: unknown };
         if (event.type === "ERROR") {
           const status = event.object as Status;
@@ -362,27 +365,30 @@ export class KubeClient {
     method: string,
     path: string,
     opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
-  ) {
+  ): Promise<HttpResponse> {
     const qs = opts.query?.toString();
-    const url = `${this.#server}${path}${qs ? `?${qs}` : ""}`;
     const headers: Record<string, string> = {
       ...(await this.#conn.headers()),
       Accept: "application/json",
       "User-Agent": this.#userAgent,
     };
     if (opts.body !== undefined) headers["Content-Type"] = opts.contentType ?? "application/json";
-    let res: Awaited<ReturnType<typeof fetch>>;
+    const req: HttpRequest = {
+      method,
+      url: `${this.#server}${path}${qs ? `?${qs}` : ""}`,
+      headers,
+      signal: opts.signal,
+    };
+    if (opts.body !== undefined) req.body = opts.body;
+    let res: HttpResponse;
     try {
-      const init: Parameters<typeof fetch>[1] = { method, headers, signal: opts.signal ?? null };
-      if (opts.body !== undefined) init.body = opts.body;
-      if (this.#conn.dispatcher) init.dispatcher = this.#conn.dispatcher;
-      res = await fetch(url, init);
+      res = await this.#transport.send(req, this.#conn.tls);
     } catch (err) {
       this.#record({ verb, method, code: 0 });
       throw err;
     }
     this.#record({ verb, method, code: res.status });
-    if (res.ok) return res;
+    if (res.status >= 200 && res.status < 300) return res;
     const text = await res.text();
     let status: Status;
     try {
@@ -390,7 +396,11 @@ export class KubeClient {
     } catch {
       status = { message: text.slice(0, 500) };
     }
-    throw ApiError.fromStatus(status, res.status, { verb, path, retryAfter: res.headers.get("retry-after") });
+    throw ApiError.fromStatus(status, res.status, {
+      verb,
+      path,
+      retryAfter: res.header("retry-after") ?? null,
+    });
   }
 
   #record(r: RequestRecord): void {
@@ -403,9 +413,10 @@ export class KubeClient {
  * bearer tokens (also read from a token file, as in-cluster), client certificates, basic auth,
  * exec plugins and auth providers, impersonation. client-node is asked before every request,
  * since tokens rotate (it re-reads token files and re-runs exec plugins when their credential
- * expires). The TLS dispatcher is built from its first answer and again whenever the CA or
+ * expires). The TLS settings are taken from its first answer and again whenever the CA or
  * client certificate in an answer changes (an exec plugin may hand out short-lived
- * certificates; a mounted CA bundle may be replaced).
+ * certificates; a mounted CA bundle may be replaced): a new settings object, so the transport
+ * opens a new connection pool for it.
  */
 export function kubeConfigConnection(kc: KubeConfig): Connection {
   const cluster = kc.getCurrentCluster();
@@ -413,19 +424,16 @@ export function kubeConfigConnection(kc: KubeConfig): Connection {
     throw new TypeError(`kubeconfig has no current cluster (current-context "${kc.getCurrentContext()}")`);
   }
   const secure = cluster.server.startsWith("https:");
-  let dispatcher: Agent | undefined;
+  let tls: TlsSettings | undefined;
   let identity = "";
   const headers = async (): Promise<Record<string, string>> => {
     const https: RequestOptions = {};
     await kc.applyToHTTPSOptions(https);
     if (secure) {
       const now = tlsIdentity(https);
-      if (!dispatcher || now !== identity) {
-        const previous = dispatcher;
-        dispatcher = tlsAgent(https, cluster.tlsServerName);
+      if (!tls || now !== identity) {
+        tls = tlsSettings(https, cluster.tlsServerName);
         identity = now;
-        // Requests under way on the old one finish; its idle connections close.
-        void previous?.close().catch(() => {});
       }
     }
     const out: Record<string, string> = {};
@@ -440,26 +448,26 @@ export function kubeConfigConnection(kc: KubeConfig): Connection {
   return {
     server: cluster.server,
     headers,
-    get dispatcher() {
-      return dispatcher;
+    get tls() {
+      return tls;
     },
   };
 }
 
-/** What the TLS dispatcher is built from: a change means a new dispatcher. */
+/** What the TLS settings are built from: a change means new settings (and a new pool). */
 function tlsIdentity(https: RequestOptions): string {
   return [https.ca, https.cert, https.key, https.rejectUnauthorized].map((v) => String(v ?? "")).join("\0");
 }
 
-function tlsAgent(https: RequestOptions, servername: string | undefined): Agent {
-  const connect: Record<string, unknown> = {};
-  if (https.ca) connect["ca"] = https.ca;
-  if (https.cert) connect["cert"] = https.cert;
-  if (https.key) connect["key"] = https.key;
-  if (https.rejectUnauthorized !== undefined) connect["rejectUnauthorized"] = https.rejectUnauthorized;
-  if (servername) connect["servername"] = servername;
-  // bodyTimeout 0: watches are long and quiet; our own inactivity timer judges them.
-  return new Agent({ connect, bodyTimeout: 0, keepAliveTimeout: 30_000 });
+/** The TLS part of client-node's https options. */
+function tlsSettings(https: RequestOptions, servername: string | undefined): TlsSettings {
+  const tls: TlsSettings = {};
+  if (https.ca) tls.ca = https.ca as string | Buffer;
+  if (https.cert) tls.cert = https.cert as string | Buffer;
+  if (https.key) tls.key = https.key as string | Buffer;
+  if (https.rejectUnauthorized !== undefined) tls.rejectUnauthorized = https.rejectUnauthorized;
+  if (servername) tls.servername = servername;
+  return tls;
 }
 
 function setParam(q: URLSearchParams, name: string, value: string | number | undefined): void {

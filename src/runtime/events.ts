@@ -2,15 +2,24 @@
  * Event recorder (events.k8s.io/v1) with aggregation of repeats.
  *
  * A reconcile that fails in a loop records the same event again and again. The first
- * occurrence creates an Event; repeats within `seriesWindowMs` only bump a counter, and the
- * counter is written as `series {count, lastObservedTime}` at most once per
- * `flushIntervalMs`. So N identical events cost 1 create + at most one patch per interval,
- * not N writes. Recording never throws and never blocks a reconcile.
+ * occurrence creates an Event; a repeat within `seriesWindowMs` of the previous one joins its
+ * series: the count grows in memory and `series {count, lastObservedTime}` is written by the
+ * repeat itself when the count reaches a power of two (2, 4, 8, ...) or `refreshIntervalMs`
+ * after the last series write. So N repeats cost 1 create + about log2(N) patches, and every
+ * write happens while the events happen: nothing is written from a timer, so a quiet
+ * controller makes no writes (the previous design flushed counts 30 s later, which kept
+ * patching after everything was Ready; bench/README.md). The exact count is written at
+ * shutdown (`flush`).
+ *
+ * client-go's events.k8s.io broadcaster (tools/events) writes the 2nd occurrence at once and
+ * later counts only every 30 minutes, or 6 minutes after the series ended (a timer); this
+ * keeps its immediate 2nd write and its 30-minute refresh, and replaces the end-of-series
+ * timer by writes at powers of two. Recording never throws and never blocks a reconcile.
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import type { KubeClient } from "./client.ts";
-import { type Clock, realClock, type Timer } from "./clock.ts";
+import { type Clock, realClock } from "./clock.ts";
 import { builtinKinds } from "./kinds.ts";
 import { microTime } from "./leader.ts";
 import type { KubeObject } from "./types.ts";
@@ -31,8 +40,8 @@ export interface EventRecorderOptions {
   log?: Logger;
   /** Repeats within this window join the series of the first event (default 6 min, like client-go). */
   seriesWindowMs?: number;
-  /** Write accumulated series counts at most this often (default 30 s). */
-  flushIntervalMs?: number;
+  /** A repeat writes the series if the last write is this old, power of two or not (default 30 min, like client-go). */
+  refreshIntervalMs?: number;
   /** Remember at most this many distinct events (default 4096; oldest forgotten first). */
   maxTracked?: number;
 }
@@ -46,8 +55,15 @@ interface Tracked {
   count: number;
   written: number;
   lastSeen: number;
-  created: Promise<boolean>;
-  flush: Timer | undefined;
+  /** When the series was last written (the create counts as one). */
+  writtenAt: number;
+  /** The create, then each series write after it: writes of one Event never overtake each other. */
+  chain: Promise<boolean>;
+}
+
+/** Whether a repeat that brought the count to `count` writes the series now. */
+export function seriesWriteDue(count: number, writtenAt: number, now: number, refreshMs: number): boolean {
+  return (count & (count - 1)) === 0 || now - writtenAt >= refreshMs;
 }
 
 const NOTE_MAX = 1024;
@@ -87,33 +103,35 @@ export class KubeEventRecorder implements EventRecorder {
     const key = [uid ?? `${namespace}/${name}`, type, reason, action, message].join("\u0000");
     const now = this.#clock.now();
     const seen = this.#tracked.get(key);
-    if (seen && now - seen.lastSeen < (this.#opts.seriesWindowMs ?? 360_000)) {
+    if (seen && now - seen.lastSeen < this.#seriesWindowMs) {
       seen.count++;
       seen.lastSeen = now;
-      this.#scheduleFlush(seen);
+      if (seriesWriteDue(seen.count, seen.writtenAt, now, this.#opts.refreshIntervalMs ?? 1_800_000))
+        this.#writeSeries(seen);
       return;
     }
+    // Re-inserted: the map's order is the order of last creation, oldest first.
+    this.#tracked.delete(key);
     this.#track(key, this.#create(obj, namespace, name, type, reason, message, action, now));
   }
 
-  /** Waits for all writes started so far, and writes pending series counts now. */
+  /** Writes every series count not written yet, and waits for all writes started so far. */
   async flush(): Promise<void> {
-    for (const t of this.#tracked.values()) {
-      if (t.flush) {
-        t.flush.cancel();
-        t.flush = undefined;
-        this.#background(this.#writeSeries(t));
-      }
-    }
+    for (const t of this.#tracked.values()) if (t.count !== t.written) this.#writeSeries(t);
     await Promise.all([...this.#pending]);
   }
 
+  get #seriesWindowMs(): number {
+    return this.#opts.seriesWindowMs ?? 360_000;
+  }
+
+  /** Remembers `t`; forgets events whose series window has passed, and the oldest beyond maxTracked. */
   #track(key: string, t: Tracked): void {
     this.#tracked.set(key, t);
     const max = this.#opts.maxTracked ?? 4096;
-    while (this.#tracked.size > max) {
-      const oldest = this.#tracked.keys().next().value as string;
-      this.#tracked.get(oldest)?.flush?.cancel();
+    for (const [oldest, o] of this.#tracked) {
+      const expired = t.lastSeen - o.lastSeen >= this.#seriesWindowMs && o.count === o.written;
+      if (!expired && this.#tracked.size <= max) break;
       this.#tracked.delete(oldest);
     }
   }
@@ -149,7 +167,7 @@ export class KubeEventRecorder implements EventRecorder {
         resourceVersion: obj.metadata.resourceVersion,
       },
     };
-    const created = this.#client.create(builtinKinds.Event, body).then(
+    const chain = this.#client.create(builtinKinds.Event, body).then(
       () => {
         this.writes.created++;
         return true;
@@ -160,34 +178,33 @@ export class KubeEventRecorder implements EventRecorder {
         return false;
       },
     );
-    this.#background(created);
-    return { namespace, name: eventName, count: 1, written: 1, lastSeen: now, created, flush: undefined };
+    this.#background(chain);
+    return { namespace, name: eventName, count: 1, written: 1, lastSeen: now, writtenAt: now, chain };
   }
 
-  #scheduleFlush(t: Tracked): void {
-    if (t.flush) return;
-    t.flush = this.#clock.setTimer(this.#opts.flushIntervalMs ?? 30_000, () => {
-      t.flush = undefined;
-      this.#background(this.#writeSeries(t));
-    });
-  }
-
-  async #writeSeries(t: Tracked): Promise<void> {
-    if (!(await t.created) || t.count === t.written) return;
-    const count = t.count;
-    try {
-      await this.#client.patch(
-        builtinKinds.Event,
-        { namespace: t.namespace, name: t.name },
-        { series: { count, lastObservedTime: microTime(t.lastSeen) } },
-        "merge",
-      );
-      t.written = count;
-      this.writes.patched++;
-    } catch (err) {
-      this.writes.failed++;
-      this.#opts.log?.warn({ err }, "could not update event series");
-    }
+  /** Queues a write of the series as it is when the write runs (after the Event's earlier writes). */
+  #writeSeries(t: Tracked): void {
+    t.writtenAt = this.#clock.now();
+    const write = async (created: boolean): Promise<boolean> => {
+      if (!created || t.count === t.written) return created;
+      const count = t.count;
+      try {
+        await this.#client.patch(
+          builtinKinds.Event,
+          { namespace: t.namespace, name: t.name },
+          { series: { count, lastObservedTime: microTime(t.lastSeen) } },
+          "merge",
+        );
+        t.written = count;
+        this.writes.patched++;
+      } catch (err) {
+        this.writes.failed++;
+        this.#opts.log?.warn({ err }, "could not update event series");
+      }
+      return created;
+    };
+    t.chain = t.chain.then(write);
+    this.#background(t.chain);
   }
 
   #background(p: Promise<unknown>): void {

@@ -54,6 +54,25 @@ export {
   objectPath,
   validateKind,
 } from "./kinds.ts";
+export type {
+  ConnectionOptions,
+  ExecConfig,
+  ExecCredentialStatus,
+  KubeConfigCluster,
+  KubeConfigUser,
+  KubeContext,
+  LoadOptions,
+} from "./kubeconfig.ts";
+export {
+  inCluster,
+  KubeConfigError,
+  kubeConnection,
+  loadKubeConfig,
+  runExecPlugin,
+  serviceAccountDir,
+  tlsOf,
+  tokenFileRefreshMs,
+} from "./kubeconfig.ts";
 export type { LeaderCallbacks, LeaderElectionOptions, Lease, LeaseClient, LeaseSpec } from "./leader.ts";
 export { kubeLeaseClient, LeaderElector, microTime } from "./leader.ts";
 export type { CacheOptions, ManagerOptions } from "./manager.ts";
@@ -75,6 +94,7 @@ export type { Predicate } from "./predicates.ts";
 export {
   and,
   annotationsChangedPredicate,
+  equalValues,
   generationChangedPredicate,
   labelSelectorPredicate,
   labelsChangedPredicate,
@@ -82,6 +102,7 @@ export {
   or,
   predicate,
   resourceVersionChangedPredicate,
+  selectedChangedPredicate,
 } from "./predicates.ts";
 export type { Priority, QueueMetrics, WorkQueueOptions } from "./queue.ts";
 export { WorkQueue } from "./queue.ts";
@@ -98,6 +119,8 @@ export {
   NAMESPACE_INDEX,
   stripManagedFields,
 } from "./store.ts";
+export type { HttpRequest, HttpResponse, TlsSettings } from "./transport.ts";
+export { NodeTransport } from "./transport.ts";
 export type {
   KubeObject,
   ObjectKey,

@@ -14,8 +14,9 @@
  * /readyz also fails while any cache's list/watch has kept failing for healthGracePeriodMs
  * (an API server outage); /healthz never does (a restart would not bring the API back).
  */
+import { createRequire } from "node:module";
 import { hostname } from "node:os";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import pino, { type Logger } from "pino";
 import { KubeClient } from "./client.ts";
 import { type Clock, realClock } from "./clock.ts";
@@ -25,6 +26,7 @@ import { watchHealthCheck } from "./health.ts";
 import { Informer, type Transform } from "./informer.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
+import { kubeConnection, loadKubeConfig } from "./kubeconfig.ts";
 import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
 import { RuntimeMetrics } from "./metrics.ts";
 import { OptionalInformer } from "./optional-informer.ts";
@@ -34,7 +36,10 @@ import { type IndexFunc, MultiStore, type Store } from "./store.ts";
 import { isDnsLabel, type KubeObject } from "./types.ts";
 
 export interface ManagerOptions {
-  /** Default: loaded from $KUBECONFIG / ~/.kube/config / in-cluster. */
+  /**
+   * client-node's KubeConfig. Default: the runtime's own loader (kubeconfig.ts) reads
+   * $KUBECONFIG / ~/.kube/config / in-cluster, and client-node is never imported.
+   */
   kubeConfig?: KubeConfig;
   /** Use this client instead of building one from kubeConfig. */
   client?: KubeClient;
@@ -90,6 +95,9 @@ interface CacheEntry {
   informers: CacheInformer[];
   store: Store;
   optional: boolean;
+  /** As registered: a later registration asking for another one would be silently ignored. */
+  transform: Transform | undefined;
+  labelSelector: string | undefined;
 }
 
 export class Manager {
@@ -122,7 +130,11 @@ export class Manager {
           "API server answered again; caches waiting out a connection failure retry now",
         ),
     });
-    this.client = opts.client ?? KubeClient.fromKubeConfig(opts.kubeConfig ?? defaultKubeConfig());
+    this.client =
+      opts.client ??
+      (opts.kubeConfig
+        ? KubeClient.fromKubeConfig(opts.kubeConfig)
+        : new KubeClient(kubeConnection(loadKubeConfig())));
     this.client.onRequest(this.metrics.recordRequest);
     for (const ns of opts.namespaces ?? []) {
       if (!isDnsLabel(ns)) {
@@ -358,6 +370,14 @@ export class Manager {
           `${id} is cached only while it is served (optional); a source or cache that needs it always cannot share that cache: register it as optional too`,
         );
       }
+      const differs = (what: string, asked: unknown, has: unknown) => {
+        if (asked !== undefined && asked !== has)
+          throw new Error(
+            `the cache of ${id} is already registered with ${has === undefined ? "no" : "another"} ${what}: register it with mgr.cache(kind, { ${what} }) before any controller that watches the kind`,
+          );
+      };
+      differs("transform", opts.transform, existing.transform);
+      differs("labelSelector", opts.labelSelector, existing.labelSelector);
       for (const [name, fn] of Object.entries(opts.indexes ?? {})) {
         for (const i of existing.informers) i.store.addIndex(name, fn);
       }
@@ -397,15 +417,28 @@ export class Manager {
     });
     const store =
       informers.length === 1 ? informers[0]!.store : new MultiStore(informers.map((i) => i.store));
-    const entry = { kind, informers, store, optional };
+    const entry = {
+      kind,
+      informers,
+      store,
+      optional,
+      transform: opts.transform,
+      labelSelector: opts.labelSelector,
+    };
     this.#caches.set(id, entry);
     return entry;
   }
 }
 
-/** Loads kubeconfig the usual way: $KUBECONFIG, ~/.kube/config, or in-cluster. */
+/**
+ * client-node's KubeConfig loaded the usual way ($KUBECONFIG, ~/.kube/config, in-cluster).
+ * client-node is imported by this call, not by the runtime: prefer loadKubeConfig().
+ */
 export function defaultKubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
+  const { KubeConfig: ClientNodeKubeConfig } = createRequire(import.meta.url)(
+    "@kubernetes/client-node",
+  ) as typeof import("@kubernetes/client-node");
+  const kc = new ClientNodeKubeConfig();
   kc.loadFromDefault();
   return kc;
 }

@@ -39,6 +39,35 @@ export function resourceVersionChangedPredicate(): Predicate {
   return (c) => c.type !== "update" || c.old.metadata.resourceVersion !== c.object.metadata.resourceVersion;
 }
 
+/**
+ * Passes updates where the part of the object a controller reads changed: `select` picks it
+ * (e.g. a Job's status conditions and counts), and old and new picks are compared by value.
+ * Adds and deletes pass. A child's status moves many times that change nothing a reconcile
+ * looks at (a Deployment's observedGeneration, a Pod's IP and start times): each would be a
+ * reconcile that writes nothing but costs CPU.
+ */
+export function selectedChangedPredicate<T extends KubeObject = KubeObject>(
+  select: (obj: Readonly<T>) => unknown,
+): Predicate<T> {
+  return (c) => c.type !== "update" || !equalValues(select(c.old), select(c.object));
+}
+
+/** Deep equality of JSON-like values (key order does not matter; undefined equals absent). */
+export function equalValues(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bs = b as unknown[];
+    return a.length === bs.length && a.every((x, i) => equalValues(x, bs[i]));
+  }
+  const ar = a as Record<string, unknown>;
+  const br = b as Record<string, unknown>;
+  const keys = new Set([...Object.keys(ar), ...Object.keys(br)]);
+  for (const k of keys) if (!equalValues(ar[k], br[k])) return false;
+  return true;
+}
+
 /** Wraps a custom function; named for readability in builder chains. */
 export function predicate<T extends KubeObject = KubeObject>(
   fn: (change: StoreChange<T>) => boolean,

@@ -6,9 +6,14 @@ import { redactText } from "../../downloader/redact.ts";
 import { defaultConcurrency } from "../../operator/mlmodel/controller.ts";
 import { defaultOperatorConfig } from "../../operator/plan.ts";
 import { createOperator } from "../../operator/run.ts";
-import { shutdownSignal } from "../../runtime/index.ts";
+import {
+  KubeClient,
+  KubeConfigError,
+  kubeConnection,
+  loadKubeConfig,
+  shutdownSignal,
+} from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
-import { loadKubeConfig } from "./kubeconfig-flag.ts";
 
 export const summary = "run the MLModel operator (controllers, metrics, health probes)";
 
@@ -116,6 +121,23 @@ export function redacting(out: { write(line: string): unknown }): { write(line: 
   };
 }
 
+/**
+ * The operator's client, through the runtime's own kubeconfig loader: the operator process
+ * never imports @kubernetes/client-node (about 85 MiB of memory; see bench/README.md).
+ */
+function operatorClient(path: string | undefined): KubeClient {
+  try {
+    return new KubeClient(kubeConnection(loadKubeConfig(path ? { path } : {})), {
+      userAgent: "mlmodel-operator",
+    });
+  } catch (err) {
+    if (!(err instanceof KubeConfigError)) throw err;
+    throw new CliError(
+      `cannot load kubeconfig ${path ?? "(default)"}: ${err.message}; pass --kubeconfig PATH or set KUBECONFIG (or run \`mlmodel start\`)`,
+    );
+  }
+}
+
 export async function run(argv: string[]): Promise<number> {
   const flags = parse(argv);
   if (flags.help) {
@@ -134,14 +156,11 @@ export async function run(argv: string[]): Promise<number> {
     );
   }
   const logger = loggerFor(flags["log-level"], flags["log-format"]);
-  const kubeConfig = loadKubeConfig(
-    flags.kubeconfig,
-    "pass --kubeconfig PATH or set KUBECONFIG (or run `mlmodel start`)",
-  );
+  const client = operatorClient(flags.kubeconfig);
   let mgr: Awaited<ReturnType<typeof createOperator>>;
   try {
     mgr = await createOperator({
-      kubeConfig,
+      client,
       namespaces: flags.namespace,
       metricsBindAddress: flags["metrics-bind-address"],
       healthProbeBindAddress: flags["health-probe-bind-address"],

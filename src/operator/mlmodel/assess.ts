@@ -9,7 +9,7 @@ import type { MLModelStatus } from "../../api/mlmodel.ts";
 import { childNames, labels } from "../names.ts";
 import { withRevisionNumbers } from "../revisions.ts";
 import { failureToRecord, withRollback } from "../rollback.ts";
-import { computeStatus, type Observed } from "../status.ts";
+import { claimBinding, computeStatus, type Observed } from "../status.ts";
 import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
 import type { Observation } from "./observe.ts";
@@ -22,11 +22,23 @@ export interface Assessment {
 }
 
 export function assess(o: Observation, d: Decision, s: Synced): Assessment {
+  const observed = observedChildren(o, d, s);
+  const assessed = assessObserved(o, d, s, observed);
+  // A download pod waiting for its new claim's volume is reported as Downloading for a grace
+  // period; if nothing else wakes the model by then, look again so a claim that never binds
+  // is reported (no watch event would bring the end of a grace period).
+  const graceLeft = claimBinding(observed);
+  if (graceLeft === undefined) return assessed;
+  const lookAgain = graceLeft + 100;
+  return { ...assessed, requeueAfterMs: Math.min(assessed.requeueAfterMs ?? lookAgain, lookAgain) };
+}
+
+function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
   const { model, now } = o;
   const name = model.metadata.name!;
   const plan = d.plan;
   const jobName = s.job?.metadata?.name;
-  const observed: Observed = {
+  return {
     model,
     now,
     planFailure: d.planFailure,
@@ -44,6 +56,10 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
     pods: o.pods.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
   };
+}
+
+function assessObserved(o: Observation, d: Decision, s: Synced, observed: Observed): Assessment {
+  const { model, now } = o;
   const computed = computeStatus(observed);
   const canary = d.canary;
   const withItsCanary =

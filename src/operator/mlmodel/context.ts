@@ -50,8 +50,45 @@ export interface MLModelContext extends ReadContext, WriteContext {
  */
 export type WrittenStatuses = Map<
   string,
-  { fromResourceVersion: string | undefined; resourceVersion?: string | undefined; status: MLModelStatus }
+  {
+    fromResourceVersion: string | undefined;
+    resourceVersion?: string | undefined;
+    status: MLModelStatus;
+    /** When it was written (ms since the epoch). */
+    at?: number;
+    /** Since when a change of counts alone has been held back (report.ts, countsSettleMs). */
+    countsSince?: number | undefined;
+  }
 >;
+
+/**
+ * A cache shows a write within milliseconds to seconds; an entry this old has long been seen
+ * (a cache a minute behind has a broken watch, which its informer reports on /readyz after its
+ * grace period and lists again).
+ * Without an end, the map held the last status of every model the operator ever wrote (a
+ * model nothing wakes again is not reconciled again to drop it): about 1 KiB per model.
+ */
+export const writtenStatusTtlMs = 60_000;
+
+/** Remembers the status just written for `key`, and forgets those written before the TTL, oldest first. */
+export function rememberWritten(
+  written: WrittenStatuses,
+  key: string,
+  entry: Omit<NonNullable<ReturnType<WrittenStatuses["get"]>>, "at" | "countsSince">,
+  now: number,
+): void {
+  written.delete(key); // re-inserted last: the map stays in order of writing
+  written.set(key, { ...entry, at: now });
+  forgetExpired(written, now);
+}
+
+/** Forgets the statuses written before the TTL, oldest first (the map is in order of writing). */
+export function forgetExpired(written: WrittenStatuses, now: number): void {
+  for (const [k, e] of written) {
+    if (now - (e.at ?? now) < writtenStatusTtlMs) break;
+    written.delete(k);
+  }
+}
 
 /**
  * URI Secrets this controller created that its cache had not shown yet ("namespace/name" -> until

@@ -18,8 +18,9 @@ import {
 import { commandsChangedPredicate } from "../canary/commands.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import type { CreatedSecrets, WrittenStatuses } from "./context.ts";
+import { type CreatedSecrets, forgetExpired, type WrittenStatuses, writtenStatusTtlMs } from "./context.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
+import { jobWakes, podWakes, specWakes, statusWakes } from "./wakes.ts";
 
 export interface MLModelControllerOptions extends ReconcileOptions {
   concurrency?: number;
@@ -45,24 +46,32 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
       models.byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`).map(requestOf);
 
   const written: WrittenStatuses = new Map();
+  // Written statuses expire (context.ts): a write forgets the expired ones, and so does this
+  // sweep once a TTL, for when no write comes (a burst of models, then quiet: 10,000 statuses).
+  setInterval(() => forgetExpired(written, Date.now()), writtenStatusTtlMs).unref();
   const createdSecrets: CreatedSecrets = new Map();
   mgr
     .controller("mlmodel")
     // A spec change, or a canary command (`mlmodel promote` writes an annotation).
     .for(mlModelKind, { predicates: [or(generationChangedPredicate(), commandsChangedPredicate())] })
-    .owns(builtinKinds.Deployment)
-    .owns(builtinKinds.Service)
-    .owns(builtinKinds.Job)
-    .owns(builtinKinds.PersistentVolumeClaim)
-    .owns(builtinKinds.HorizontalPodAutoscaler)
-    .owns(builtinKinds.PodDisruptionBudget)
-    .owns(builtinKinds.ControllerRevision)
+    // A child's update wakes its model only when it changed what the reconcile reads (wakes.ts).
+    .owns(builtinKinds.Deployment, { predicates: [statusWakes] })
+    .owns(builtinKinds.Service, { predicates: [specWakes] })
+    .owns(builtinKinds.Job, { predicates: [jobWakes] })
+    .owns(builtinKinds.PersistentVolumeClaim, { predicates: [specWakes] })
+    .owns(builtinKinds.HorizontalPodAutoscaler, { predicates: [statusWakes] })
+    .owns(builtinKinds.PodDisruptionBudget, { predicates: [statusWakes] })
+    .owns(builtinKinds.ControllerRevision, { predicates: [specWakes] })
     // A canary's traffic split, watched only while the cluster serves the Gateway API.
     .owns(httpRouteKind, { optional: true })
-    .watches(builtinKinds.Pod, (pod) => {
-      const model = modelOfPod(pod);
-      return model ? [model] : [];
-    })
+    .watches(
+      builtinKinds.Pod,
+      (pod) => {
+        const model = modelOfPod(pod);
+        return model ? [model] : [];
+      },
+      { predicates: [podWakes] },
+    )
     .watches(builtinKinds.Secret, byReference("Secret"))
     .watches(builtinKinds.ConfigMap, byReference("ConfigMap"))
     .watches(builtinKinds.PersistentVolumeClaim, byReference("PersistentVolumeClaim"))

@@ -46,7 +46,11 @@ export async function reconcileMLModel(
   const synced = await syncChildren(ctx, observed, decision, options);
   const { status, requeueAfterMs } = assess(observed, decision, synced);
   await cleanup(ctx, cleanupSteps(observed, decision, synced, status, options));
-  await report(ctx, observed, status, options.writtenStatus);
-  const after = requeueAfterMs ?? (synced.retryLater ? replaceJobAfterMs : undefined);
+  const deferredMs = await report(ctx, observed, status, options.writtenStatus);
+  const after = earliest(requeueAfterMs ?? (synced.retryLater ? replaceJobAfterMs : undefined), deferredMs);
   return after === undefined ? undefined : { requeueAfterMs: after };
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

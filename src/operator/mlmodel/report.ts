@@ -1,8 +1,9 @@
 /**
  * Stage 6, report: the one place a reconcile writes the model's status and records an Event.
  * Only the operator's own status fields are compared (operatorOwned), so a reconcile with
- * nothing new writes nothing, and one Event is recorded per change of phase or reason, and
- * one per step of a canary (canaryEvent), after the status that says it.
+ * nothing new writes nothing; an Event is recorded for a problem and for its end
+ * (transitionEvent) and for each step of a canary (canaryEvent), after the status that says
+ * it. A change within one step waits a moment for the next step (countsSettleMs).
  */
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
@@ -11,17 +12,46 @@ import { canaryEvent } from "../canary/status.ts";
 import { canonicalJson, fieldManager } from "../names.ts";
 import { justRolledBack } from "../rollback.ts";
 import { operatorOwned, transitionEvent } from "../status.ts";
-import type { WriteContext, WrittenStatuses } from "./context.ts";
+import { rememberWritten, type WriteContext, type WrittenStatuses } from "./context.ts";
 import type { Observation } from "./observe.ts";
 
+/**
+ * A status change within one step (phase and reason unchanged: replicas, ready and updated
+ * replicas, the download Job's state and attempts, the claim bound, and the messages and
+ * conditions that say them) is written once it is this old, or with the next step, whichever
+ * comes first: the reconcile comes back for it and writes whatever the status then is. A
+ * rollout's counts move several times within a second or two (pod created, ready, rollout
+ * reported complete; a claim bound, a download pod started, then done), and each was a status
+ * write: 3 to 7 per downloaded model where its steps take 3 (bench/README.md). A change of
+ * phase, reason, generation, revision or canary is written at once; the rest lags by at most
+ * this.
+ */
+export const countsSettleMs = 2000;
+
+/**
+ * Writes the status when it changed; returns how long to wait before reconciling again when
+ * a change of counts alone was held back (countsSettleMs).
+ */
 export async function report(
   ctx: WriteContext & { recorder: EventRecorder },
   o: Observation,
   status: MLModelStatus,
   written: WrittenStatuses | undefined,
-): Promise<void> {
+): Promise<number | undefined> {
   const { model } = o;
-  if (canonicalJson(operatorOwned(status)) === canonicalJson(operatorOwned(model.status))) return;
+  const mine = written?.get(o.key);
+  if (canonicalJson(operatorOwned(status)) === canonicalJson(operatorOwned(model.status))) {
+    if (mine) mine.countsSince = undefined;
+    return undefined;
+  }
+  const now = Date.parse(o.now);
+  // Only within a minute of a write of ours (an entry): a change of counts long after one
+  // (an autoscaler's, a pod restarted) is written at once.
+  if (mine && countsOnly(model.status, status)) {
+    mine.countsSince ??= now;
+    const wait = mine.countsSince + countsSettleMs - now;
+    if (wait > 0) return wait;
+  }
   const applied = await ctx.client.applyStatus<KubeObject>(
     mlModelKind,
     {
@@ -32,15 +62,47 @@ export async function report(
     },
     { fieldManager, force: true, signal: ctx.signal },
   );
-  written?.set(o.key, {
-    fromResourceVersion: o.cached.metadata.resourceVersion,
-    resourceVersion: applied?.metadata?.resourceVersion,
-    status,
-  });
+  if (written)
+    rememberWritten(
+      written,
+      o.key,
+      {
+        fromResourceVersion: o.cached.metadata.resourceVersion,
+        resourceVersion: applied?.metadata?.resourceVersion,
+        status,
+      },
+      now,
+    );
   const event = statusEvent(model.status, status);
   if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
   const step = canaryEvent(model.status?.canary, status.canary);
   if (step) ctx.recorder.event(model, step.type, step.reason, step.message);
+  return undefined;
+}
+
+/** Whether `after` differs from `before` in counts and their messages alone (see countsSettleMs). */
+export function countsOnly(before: MLModelStatus | undefined, after: MLModelStatus): boolean {
+  if (!before) return false;
+  return canonicalJson(withoutCounts(before)) === canonicalJson(withoutCounts(after));
+}
+
+/**
+ * The status without what may move within one step (phase and reason unchanged): the counts,
+ * the messages, the download Job's state and attempts, and the conditions of the sub-steps
+ * (StorageReady when the claim binds, during Downloading; Ready and the rest follow the phase).
+ */
+function withoutCounts(status: MLModelStatus): unknown {
+  const owned = operatorOwned(status) as MLModelStatus;
+  const {
+    replicas: _r,
+    readyReplicas: _rr,
+    updatedReplicas: _u,
+    message: _m,
+    conditions: _c,
+    download,
+    ...rest
+  } = owned;
+  return { ...rest, download: download?.job };
 }
 
 /** The Event a status change is worth: a Warning the first time it says rolled back, else a transition's. */

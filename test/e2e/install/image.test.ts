@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { scratchDir } from "../../harness/scratch.ts";
@@ -21,6 +21,9 @@ interface Stages {
   finalCopies: string[];
   entrypoint: string[];
   user: string;
+  /** The final stage's NODE_COMPILE_CACHE, and the RUN step after USER that fills it. */
+  compileCache: string;
+  fillCache: string;
 }
 
 function readDockerfile(text: string): Stages {
@@ -40,6 +43,8 @@ function readDockerfile(text: string): Stages {
     finalCopies: copies(final),
     entrypoint: JSON.parse(/^ENTRYPOINT (.+)$/m.exec(final)?.[1] ?? "[]") as string[],
     user: /^USER (.+)$/m.exec(final)?.[1]?.trim() ?? "",
+    compileCache: /^ENV NODE_COMPILE_CACHE=(\S+)$/m.exec(final)?.[1] ?? "",
+    fillCache: /^USER .+\n(?:#.*\n)*RUN (.+)$/m.exec(final)?.[1] ?? "",
   };
 }
 
@@ -118,6 +123,27 @@ describe("the image's production install (npm ci --omit=dev into a clean directo
     const bad = mlmodel(["operator", "--kubeconfig", join(app, "missing.kubeconfig")]);
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /mlmodel: cannot load kubeconfig .*missing\.kubeconfig/);
+  });
+
+  it("ships a compile cache filled at build time by the image's user, so starts skip the TypeScript stripper", () => {
+    assert.match(stages.compileCache, /^\/app\//, "NODE_COMPILE_CACHE lies in the image");
+    assert.match(stages.fillCache, /mlmodel operator --help/);
+    const cache = join(app, stages.compileCache.slice("/app/".length));
+    mkdirSync(cache, { recursive: true });
+    const fill = spawnSync("sh", ["-c", stages.fillCache], {
+      cwd: app,
+      encoding: "utf8",
+      env: {
+        HOME: app,
+        PATH: [pathDir, dirname(process.execPath), "/usr/bin", "/bin"].join(delimiter),
+        NODE_COMPILE_CACHE: cache,
+      },
+    });
+    assert.equal(fill.status, 0, fill.stderr);
+    // One directory per Node version, architecture and user id; one entry per module.
+    const [version] = readdirSync(cache);
+    assert.match(version ?? "", new RegExp(`^v${process.versions.node}-.*-${process.getuid?.() ?? 0}$`));
+    assert.ok(readdirSync(join(cache, version!)).length > 40, "every module of both commands is cached");
   });
 
   it("runs `mlmodel download`", () => {

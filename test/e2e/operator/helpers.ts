@@ -209,12 +209,13 @@ export async function eventsFor(
   client: KubeClient,
   namespace: string,
   name: string,
+  kind?: string,
 ): Promise<{ type: string; reason: string; note: string }[]> {
   const list = await client.list<
-    KubeObject & { type: string; reason: string; note: string; regarding: { name: string } }
+    KubeObject & { type: string; reason: string; note: string; regarding: { name: string; kind?: string } }
   >(builtinKinds.Event, { namespace });
   return list.items
-    .filter((e) => e.regarding?.name === name)
+    .filter((e) => e.regarding?.name === name && (kind === undefined || e.regarding.kind === kind))
     .map((e) => ({ type: e.type, reason: e.reason, note: e.note }));
 }
 

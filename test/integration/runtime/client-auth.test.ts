@@ -10,27 +10,11 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { CoreV1Api, KubeConfig, type User } from "@kubernetes/client-node";
-import { builtinKinds, KubeClient, type KubeObject, type ResourceKind } from "../../../src/runtime/index.ts";
+import { builtinKinds, KubeClient } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace } from "../../harness/cluster.ts";
 import { inClusterKubeConfig } from "../../harness/in-cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
-
-const selfSubjectReview: ResourceKind = {
-  group: "authentication.k8s.io",
-  version: "v1",
-  kind: "SelfSubjectReview",
-  plural: "selfsubjectreviews",
-  namespaced: false,
-};
-
-/** The user name the API server authenticated this client as. */
-async function whoAmI(client: KubeClient): Promise<string> {
-  const review = await client.create<KubeObject & { status?: { userInfo?: { username?: string } } }>(
-    selfSubjectReview,
-    { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview", metadata: {} },
-  );
-  return review.status?.userInfo?.username ?? "";
-}
+import { whoAmI } from "../../harness/whoami.ts";
 
 describe("KubeClient credentials (real API server)", () => {
   const admin = kubeConfig();

@@ -5,6 +5,7 @@ import { parseCpuSeconds, parseStatusKiB } from "../../../bench/lib/proc.ts";
 import { diff, parsePrometheus, sumBy, total } from "../../../bench/lib/prometheus.ts";
 import { inParallel, percentile, percentiles } from "../../../bench/lib/stats.ts";
 import { barChart, lineChart, niceMax } from "../../../bench/lib/svg.ts";
+import { imageNodeOptions } from "../../../bench/operator/process.ts";
 
 describe("percentiles", () => {
   it("uses the nearest rank", () => {
@@ -70,12 +71,19 @@ describe("Prometheus text", () => {
 
 describe("audit log", () => {
   const user = "system:serviceaccount:mlmodel-system:mlmodel-operator";
-  const event = (verb: string, resource: string, subresource?: string, username = user) =>
+  const event = (
+    verb: string,
+    resource: string,
+    subresource?: string,
+    username = user,
+    at = "2026-01-01T00:00:00.000000Z",
+  ) =>
     JSON.stringify({
       stage: "ResponseComplete",
       verb,
       user: { username },
       objectRef: { resource, ...(subresource ? { subresource } : {}) },
+      requestReceivedTimestamp: at,
     });
 
   it("counts one user's writes by verb and resource, ignoring others and a torn last line", () => {
@@ -95,6 +103,22 @@ describe("audit log", () => {
       "patch mlmodels/status": 2,
       "create events": 1,
     });
+  });
+
+  it("counts only the writes received within a window, and says when the last one came", () => {
+    const at = (s: number) => `2026-01-01T00:00:${String(s).padStart(2, "0")}.500000Z`;
+    const lines = [
+      event("create", "events", undefined, user, at(1)),
+      event("patch", "events", undefined, user, at(5)),
+      event("patch", "events", undefined, user, at(9)),
+      event("patch", "events", undefined, user, at(10)),
+    ].join("\n");
+    const t = (s: number) => Date.parse(`2026-01-01T00:00:${String(s).padStart(2, "0")}Z`);
+    const window = countWrites(lines, user, { fromMs: t(5), toMs: t(10) });
+    assert.deepEqual(window.byVerbResource, { "patch events": 2 });
+    assert.equal(window.lastAt, t(9) + 500);
+    assert.equal(countWrites(lines, user, { fromMs: t(10) }).total, 1);
+    assert.equal(countWrites(lines, user).total, 4);
   });
 });
 
@@ -155,5 +179,13 @@ describe("SVG charts", () => {
         const [x, y] = pair.split(",").map(Number);
         assert.ok(x! >= 70 && x! <= 620 && y! >= 40 && y! <= 290, `${pair} inside the plot`);
       }
+  });
+});
+
+describe("the operator's Node options", () => {
+  it("are the image's NODE_OPTIONS, read from the Dockerfile", () => {
+    assert.equal(imageNodeOptions('FROM x\nENV NODE_OPTIONS="--a=1 --b"\nUSER 1\n'), "--a=1 --b");
+    assert.equal(imageNodeOptions("FROM x\n"), "");
+    assert.match(imageNodeOptions(), /--max-semi-space-size=\d+/, "the repository's Dockerfile sets them");
   });
 });

@@ -14,13 +14,21 @@ import { mlModelSpecSchema } from "../../../src/api/mlmodel.ts";
 
 const result: OperatorBenchResult = {
   models: 3,
+  path: "image",
   operatorSeconds: 4,
   floorSeconds: 2,
   ratio: 2,
   requestsPerModel: 6,
   peakRssMiB: 150,
   concurrency: 2,
-  machine: { cores: 2, memoryGiB: 24, cluster: "private local control plane", note: "noisy" },
+  machine: {
+    cores: 2,
+    memoryGiB: 24,
+    cluster: "private local control plane",
+    note: "noisy",
+    loadAverage: [1, 2, 3],
+    operatorNodeOptions: "--max-semi-space-size=2",
+  },
   converge: {
     seconds: 4,
     latency: { p50: 2, p90: 3, p99: 3, max: 3 },
@@ -28,7 +36,10 @@ const result: OperatorBenchResult = {
     requestsPerModelByVerb: { apply: 4, create: 2 },
     reconcilesPerModel: 2,
     cpuSeconds: 1,
+    cpuMsPerModel: 333.3,
     peakRssMiB: 150,
+    lastReadyAt: 1_700_000_000_000,
+    loadAverage: 2,
     latencies: [1, 2, 3],
   },
   floor: { seconds: 2, latency: { p50: 1, p90: 2, p99: 2, max: 2 }, latencies: [1, 1, 2] },
@@ -62,13 +73,19 @@ describe("bench report", () => {
     try {
       writeResults(result, dir);
       writeResults({ ...result, models: 30, operatorSeconds: 9, floorSeconds: 5 }, dir);
+      // The download path's files are tagged and stay out of the (image-path) scaling plot.
+      writeResults({ ...result, path: "download", models: 30, operatorSeconds: 20, floorSeconds: 10 }, dir);
       assert.deepEqual(readdirSync(dir).sort(), [
+        "converge-download-n30.svg",
         "converge-n3.svg",
         "converge-n30.svg",
+        "operator-download-n30.json",
         "operator-n3.json",
         "operator-n30.json",
+        "phases-download-n30.svg",
         "phases-n3.svg",
         "phases-n30.svg",
+        "requests-download-n30.svg",
         "requests-n3.svg",
         "requests-n30.svg",
         "scaling.svg",
@@ -108,6 +125,15 @@ describe("bench models", () => {
     assert.equal(m.kind, "MLModel");
     for (const field of mlModelSpecSchema.required ?? []) assert.ok(field in m.spec, `spec.${field}`);
     assert.ok(m.spec.image);
+    assert.equal(m.spec.model.uri, undefined);
+    assert.equal(m.spec.storage, undefined);
+  });
+
+  it("download the same image's model from a URI into 1Gi of storage on the download path", () => {
+    const m = benchModel("m", "ns", "run", {}, "download");
+    assert.equal(m.spec.image, benchModel("m", "ns", "run").spec.image);
+    assert.match(m.spec.model.uri ?? "", /^https:\/\//);
+    assert.deepEqual(m.spec.storage, { size: "1Gi" });
   });
 
   it("count as serving only when Ready for the current generation and, if asked, the version", () => {

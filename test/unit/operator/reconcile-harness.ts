@@ -18,6 +18,7 @@ import type {
   WrittenStatuses,
 } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
+import { countsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import type { OperatorConfig } from "../../../src/operator/plan.ts";
 import {
   ApiError,
@@ -231,6 +232,18 @@ export class World {
   /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
   gatewayServed = false;
   now = new Date("2026-01-01T00:00:00Z");
+  /**
+   * How far the clock moves after each reconcile: by default past countsSettleMs, as
+   * between the steps of a real rollout, so each step's status is written; 0 to see two
+   * reconciles within the same moment.
+   */
+  tickMs = countsSettleMs;
+  /**
+   * A reconcile that wrote nothing but held back a change of counts (report.ts,
+   * countsSettleMs) is followed by the one the queue brings back when the time is up, as the
+   * controller would; false to see the held-back reconcile alone.
+   */
+  followHeldCounts = true;
   readonly #stores = new Map<string, MemoryStore>();
   #resourceVersion = 100;
   #settled = 0;
@@ -297,12 +310,22 @@ export class World {
 
   /** One reconcile of the model; the writes it made, as lines. */
   async reconcile(name = "resnet"): Promise<{ result: ReconcileResult | undefined; writes: string[] }> {
-    const result = await reconcileMLModel(this.context(name), {
-      ...this.config,
-      now: () => this.now,
-      writtenStatus: this.written,
-      createdSecrets: this.createdSecrets,
-    });
+    const once = () =>
+      reconcileMLModel(this.context(name), {
+        ...this.config,
+        now: () => this.now,
+        writtenStatus: this.written,
+        createdSecrets: this.createdSecrets,
+      });
+    const before = this.client.writes.length;
+    let result = await once();
+    const held = this.written.get(`${namespace}/${name}`)?.countsSince !== undefined;
+    const quiet = this.client.writes.length === before;
+    if (this.followHeldCounts && held && quiet && result?.requeueAfterMs !== undefined) {
+      this.now = new Date(this.now.getTime() + result.requeueAfterMs);
+      result = await once();
+    }
+    this.now = new Date(this.now.getTime() + this.tickMs);
     return { result, writes: this.newWrites().map(line) };
   }
 

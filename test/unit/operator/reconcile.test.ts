@@ -20,9 +20,15 @@ import {
   secretWithoutValues,
   uriSecretModelKeys,
 } from "../../../src/operator/mlmodel/caches.ts";
+import {
+  forgetExpired,
+  rememberWritten,
+  type WrittenStatuses,
+} from "../../../src/operator/mlmodel/context.ts";
 import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
+import { countsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import { childNames, labels } from "../../../src/operator/names.ts";
 import { contentHash, planModel } from "../../../src/operator/plan.ts";
 import { pruneJobName } from "../../../src/operator/prune.ts";
@@ -63,6 +69,17 @@ function setJob(w: World, name: string, status: V1Job["status"]): void {
   });
 }
 const complete = { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] };
+
+/** The download Job is active and its pod runs (the download has started). */
+function runDownload(w: World, spec: MLModelSpec): void {
+  setJob(w, jobOf(spec), { active: 1 });
+  w.put(builtinKinds.Pod, {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: `${jobOf(spec)}-0`, labels: { [labels.model]: "resnet", "job-name": jobOf(spec) } },
+    status: { phase: "Running" },
+  } as KubeObject);
+}
 const failed = {
   failed: 1,
   conditions: [{ type: "Failed", status: "True", reason: "PodFailurePolicy", message: "exit code 1" }],
@@ -129,20 +146,17 @@ describe("reconcileMLModel: the writes of each situation", () => {
     const forced = w.client.writes.filter((x) => x.force).map(line);
     assert.ok(!forced.some((x) => x.includes("downloader")), "the identity is applied without force");
     assert.deepEqual(w.lastStatus()?.download, { job: jobOf(v1), jobState: "Pending", attempts: 0 });
-    assert.deepEqual(w.events, [
-      {
-        type: "Normal",
-        reason: "Downloading",
-        // The Job as the API server returned it, just created: no pod has run yet.
-        message: `Downloading: Job ${jobOf(v1)} is downloading s3://models/resnet`,
-      },
-    ]);
+    assert.equal(
+      w.lastStatus()?.message,
+      `Job ${jobOf(v1)} waits for its volume (claim resnet-model) to download s3://models/resnet`,
+    );
+    assert.deepEqual(w.events, [], "a healthy step is said by status alone");
   });
 
   it("the Deployment is untouched until the download completes, then applied with the Service", async () => {
     const w = world(v1);
     await step(w);
-    setJob(w, jobOf(v1), { active: 1 });
+    runDownload(w, v1);
     assert.deepEqual(await step(w), ["applyStatus MLModel/resnet"], "running: only the status moves");
     assert.equal(w.lastStatus()?.download?.jobState, "Running");
     setJob(w, jobOf(v1), complete);
@@ -152,6 +166,34 @@ describe("reconcileMLModel: the writes of each situation", () => {
       "applyStatus MLModel/resnet",
     ]);
     assert.equal(w.lastStatus()?.phase, "Deploying");
+  });
+
+  it("a change of counts alone right after a status write waits for the next step; a new phase does not", async () => {
+    const w = world(v1);
+    w.tickMs = 0;
+    w.followHeldCounts = false;
+    await step(w);
+    runDownload(w, v1);
+    const running = await w.reconcile();
+    assert.deepEqual(running.writes, [], "Pending -> Running, a moment after Downloading: held back");
+    assert.deepEqual(running.result, { requeueAfterMs: countsSettleMs });
+    w.now = new Date(w.now.getTime() + countsSettleMs);
+    assert.deepEqual(
+      (await w.reconcile()).writes,
+      ["applyStatus MLModel/resnet"],
+      "written when the time is up",
+    );
+    assert.equal(w.lastStatus()?.download?.jobState, "Running");
+    w.settle();
+    setJob(w, jobOf(v1), complete);
+    const deploying = await w.reconcile();
+    assert.deepEqual(deploying.writes, [
+      "apply Deployment/resnet",
+      "apply Service/resnet",
+      "applyStatus MLModel/resnet",
+    ]);
+    assert.equal(w.lastStatus()?.phase, "Deploying", "a new phase is written at once");
+    assert.equal(deploying.result, undefined);
   });
 
   it("nothing changed: no write at all", async () => {
@@ -185,6 +227,37 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.equal(w.lastStatus()?.phase, "Downloading");
   });
 
+  it("a download pod waiting for the new claim's volume: Downloading, a look again when the grace ends, then Unschedulable", async () => {
+    const w = world(v1);
+    await step(w);
+    w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
+      c.metadata.creationTimestamp = w.now.toISOString();
+      (c as { status?: unknown }).status = { phase: "Pending" };
+    });
+    setJob(w, jobOf(v1), { active: 1 });
+    const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
+    w.put(builtinKinds.Pod, {
+      ...pod("resnet-dl-0", "", { unschedulable: unbound }),
+      metadata: { name: "resnet-dl-0", labels: { [labels.model]: "resnet", "job-name": jobOf(v1) } },
+    } as KubeObject);
+    const waiting = await w.reconcile();
+    assert.deepEqual(waiting.writes, [], "said from the Job's creation: it waits for its volume");
+    assert.equal(w.lastStatus()?.reason, "Downloading");
+    assert.match(w.lastStatus()?.message ?? "", /waits for its volume \(claim resnet-model\)/);
+    assert.deepEqual(waiting.result, { requeueAfterMs: 300_100 });
+    assert.equal(w.events.length, 0, "the normal wait for a volume is no problem");
+    w.settle();
+    w.now = new Date(w.now.getTime() + 301_000);
+    const late = await w.reconcile();
+    assert.deepEqual(late.writes, ["applyStatus MLModel/resnet"]);
+    assert.deepEqual([w.lastStatus()?.phase, w.lastStatus()?.reason], ["Pending", "Unschedulable"]);
+    assert.equal(late.result, undefined);
+    assert.deepEqual(
+      w.events.map((e) => `${e.type} ${e.reason}`),
+      ["Warning Unschedulable"],
+    );
+  });
+
   it("a running Job whose template is no longer wanted is deleted, and the reconcile comes back for it", async () => {
     const w = world(v1);
     await step(w);
@@ -192,14 +265,16 @@ describe("reconcileMLModel: the writes of each situation", () => {
     await step(w);
     w.config.downloaderImage = "registry.local/mlmodel:next";
     const { writes, result } = await w.reconcile();
-    assert.deepEqual(writes, [`delete Job/${jobOf(v1)}`, "applyStatus MLModel/resnet"]);
+    // The status (a Job being started again) is a change of counts alone: it goes with the
+    // new Job, when the reconcile comes back.
+    assert.deepEqual(writes, [`delete Job/${jobOf(v1)}`]);
     assert.deepEqual(result, { requeueAfterMs: 1000 });
     w.settle();
-    assert.deepEqual((await w.reconcile()).writes, [
-      ...identity,
-      `apply Job/${jobOf(v1)}`,
-      "applyStatus MLModel/resnet",
-    ]);
+    assert.deepEqual(
+      (await w.reconcile()).writes,
+      [...identity, `apply Job/${jobOf(v1)}`],
+      "the new Job waits for its pod as the old one did: the status says the same",
+    );
   });
 
   it("a failed download is retried when its credentials Secret changes, not before", async () => {
@@ -217,23 +292,42 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.deepEqual(result, { requeueAfterMs: 1000 });
   });
 
-  it("pruning waits for Ready: then the old Job goes and a prune Job keeps only the kept contents", async () => {
-    const w = await readyOn("1");
-    respec(w, v2);
+  it("pruning waits for Ready, and runs only once a version left the history: then only kept contents stay", async () => {
+    const limited = (version: string): MLModelSpec => ({
+      ...downloaded(version),
+      rollout: { revisionHistoryLimit: 1 },
+    });
+    const w = await readyWith(limited("1"));
+    assert.equal(
+      w.client.writes.filter((x) => x.name.includes("-prune-")).length,
+      0,
+      "a first download: storage holds only its content, no prune Job",
+    );
+    respec(w, limited("2"));
     await step(w);
-    setJob(w, jobOf(v2), complete);
+    setJob(w, jobOf(limited("2")), complete);
     assert.deepEqual(await step(w), ["apply Deployment/resnet", "applyStatus MLModel/resnet"]);
     assert.deepEqual(await step(w), [], "rolling out, not Ready: nothing is pruned");
-    rolledOut(w, revisionOf(v2));
-    const keep = [contentHash(v1), contentHash(v2)].sort();
+    rolledOut(w, revisionOf(limited("2")));
     assert.deepEqual(await step(w), [
-      `delete Job/${jobOf(v1)}`,
-      `delete Job/${pruneJobName("resnet", [contentHash(v1)])}`,
-      `apply Job/${pruneJobName("resnet", keep)}`,
+      `delete ControllerRevision/resnet-${revisionOf(limited("1"))}`,
+      `delete Job/${jobOf(limited("1"))}`,
+      `apply Job/${pruneJobName("resnet", [contentHash(limited("2"))])}`,
       "applyStatus MLModel/resnet",
     ]);
     assert.equal(w.lastStatus()?.phase, "Ready");
     assert.deepEqual(await step(w), [], "the prune Job is created once");
+  });
+
+  it("an update within the history limit keeps every version on storage: the old Job goes, no prune Job", async () => {
+    const w = await readyOn("1");
+    respec(w, v2);
+    await step(w);
+    setJob(w, jobOf(v2), complete);
+    await step(w);
+    rolledOut(w, revisionOf(v2));
+    assert.deepEqual(await step(w), [`delete Job/${jobOf(v1)}`, "applyStatus MLModel/resnet"]);
+    assert.equal(w.lastStatus()?.phase, "Ready");
   });
 
   it("a failed revision is recorded first, then the last ready one is served, and both are said", async () => {
@@ -320,9 +414,22 @@ describe("reconcileMLModel: the writes of each situation", () => {
     ]);
   });
 
+  it("a status written is forgotten a minute later even when nothing reconciles its model again", () => {
+    const written: WrittenStatuses = new Map();
+    const entry = { fromResourceVersion: "1", resourceVersion: "2", status: {} };
+    rememberWritten(written, "ml/a", entry, 0);
+    rememberWritten(written, "ml/b", entry, 30_000);
+    rememberWritten(written, "ml/a", entry, 40_000);
+    assert.deepEqual([...written.keys()], ["ml/b", "ml/a"], "in order of writing");
+    rememberWritten(written, "ml/c", entry, 95_000);
+    assert.deepEqual([...written.keys()], ["ml/a", "ml/c"]);
+    forgetExpired(written, 155_000);
+    assert.deepEqual([...written.keys()], [], "swept without a write");
+  });
+
   it("a deleted model: no write, and its written status is forgotten", async () => {
     const w = world(image("1"));
-    await step(w);
+    await w.reconcile();
     assert.ok(w.written.has("ml/resnet"));
     w.remove(mlModelKind, "resnet");
     const { writes, result } = await w.reconcile();
@@ -393,7 +500,7 @@ describe("reconcileMLModel: failed writes", () => {
     w.config.downloaderImage = "registry.local/mlmodel:next";
     w.client.failNext({ verb: "delete", kind: "Job" }, 404);
     const { writes, result } = await w.reconcile();
-    assert.deepEqual(writes, [`delete Job/${jobOf(downloaded("1"))}`, "applyStatus MLModel/resnet"]);
+    assert.deepEqual(writes, [`delete Job/${jobOf(downloaded("1"))}`]);
     assert.deepEqual(result, { requeueAfterMs: 1000 });
   });
 });
@@ -453,7 +560,10 @@ describe("reconcileMLModel: a model URI with credentials in it (a pre-signed URL
       name: modelUriEnv,
       valueFrom: { secretKeyRef: { name: uriSecretOf(v1), key: uriSecretKey } },
     });
-    assert.equal(w.lastStatus()?.message, `Job ${jobOf(v1)} is downloading ${shownUri}`);
+    assert.equal(
+      w.lastStatus()?.message,
+      `Job ${jobOf(v1)} waits for its volume (claim resnet-model) to download ${shownUri}`,
+    );
     assertNoLeak(w);
 
     // A plain URI: in the Job's args, and no Secret (the first row's writes have no create).

@@ -8,6 +8,7 @@ import { holds, needsApply, withAppliedHash } from "../../../src/operator/drift.
 import { canonicalJson } from "../../../src/operator/names.ts";
 import { planModel } from "../../../src/operator/plan.ts";
 import {
+  claimBinding,
   computeStatus,
   jobState,
   type Observed,
@@ -176,10 +177,72 @@ describe("computeStatus", () => {
     assert.deepEqual([s.phase, s.reason], ["Failed", "RuntimeNotFound"]);
   });
 
-  it("is Downloading while the Job runs", () => {
-    const running: V1Job = { metadata: { name: jobName }, status: { active: 1 } };
-    const s = computeStatus(observe({ job: running }));
-    assert.deepEqual([s.phase, s.download?.jobState], ["Downloading", "Running"]);
+  it("is Downloading while the Job runs; its pod counts as an attempt once it runs", () => {
+    const active: V1Job = { metadata: { name: jobName }, status: { active: 1 } };
+    const waiting = computeStatus(observe({ job: active, jobPods: [{ status: { phase: "Pending" } }] }));
+    assert.deepEqual(
+      [waiting.phase, waiting.download?.jobState, waiting.download?.attempts],
+      ["Downloading", "Pending", 0],
+    );
+    const s = computeStatus(observe({ job: active, jobPods: [{ status: { phase: "Running" } }] }));
+    assert.deepEqual([s.phase, s.download?.jobState, s.download?.attempts], ["Downloading", "Running", 1]);
+    assert.match(s.message ?? "", /is downloading s3:\/\/b\/m/);
+  });
+
+  it("counts a download pod that ended before the Job controller counted it: Running, not back to Pending", () => {
+    const justEnded: V1Job = {
+      metadata: { name: jobName },
+      status: { active: 0, uncountedTerminatedPods: { succeeded: ["uid-1"] } },
+    };
+    const s = computeStatus(observe({ job: justEnded }));
+    assert.deepEqual([s.phase, s.download?.jobState, s.download?.attempts], ["Downloading", "Running", 1]);
+    const notStarted = computeStatus(observe({ job: { metadata: { name: jobName }, status: {} } }));
+    assert.deepEqual([notStarted.download?.jobState, notStarted.download?.attempts], ["Pending", 0]);
+  });
+
+  describe("a download pod waiting for its new claim's volume", () => {
+    const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
+    const waiting = (claimAgeSeconds: number, phase = "Pending", why = unbound): Observed =>
+      observe({
+        storage: {
+          metadata: {
+            creationTimestamp: new Date(Date.parse("2026-01-01T00:00:00Z") - claimAgeSeconds * 1000),
+          },
+          status: { phase },
+        },
+        job: { metadata: { name: jobName }, status: { active: 1 } },
+        jobPods: [pod("dl", "rev1", { unschedulable: why })],
+      });
+
+    it("is Downloading (waiting for the volume) within the grace, with the ms left of it", () => {
+      const o = waiting(280);
+      const s = computeStatus(o);
+      assert.deepEqual([s.phase, s.reason], ["Downloading", "Downloading"]);
+      assert.match(s.message ?? "", /waits for its volume \(claim resnet-model\)/);
+      assert.equal(s.conditions?.find((c) => c.type === "StorageReady")?.reason, "ClaimPending");
+      assert.equal(claimBinding(o), 20_000);
+    });
+
+    it("is Pending/Unschedulable with the StorageClass hint once the grace is over", () => {
+      const o = waiting(301);
+      assert.deepEqual([computeStatus(o).phase, computeStatus(o).reason], ["Pending", "Unschedulable"]);
+      assert.equal(claimBinding(o), undefined);
+    });
+
+    it("is still Downloading when the claim just bound and the scheduler has not tried the pod again", () => {
+      const o = waiting(295, "Bound");
+      assert.equal(computeStatus(o).reason, "Downloading");
+      assert.equal(claimBinding(o), 5_000);
+    });
+
+    it("is Unschedulable at once for any other reason, or when the claim lost its volume", () => {
+      const otherReason = waiting(1, "Pending", "0/3 nodes are available: 3 Insufficient cpu.");
+      assert.equal(computeStatus(otherReason).reason, "Unschedulable");
+      assert.equal(claimBinding(otherReason), undefined);
+      const lost = waiting(1, "Lost");
+      assert.equal(computeStatus(lost).reason, "ClaimLost");
+      assert.equal(claimBinding(lost), undefined);
+    });
   });
 
   it("never sends the downloader's progress fields (that would take their ownership)", () => {
@@ -245,7 +308,7 @@ describe("computeStatus", () => {
     assert.deepEqual(again, first);
   });
 
-  it("emits one event per phase/reason transition, Warning for failures", () => {
+  it("emits an Event for a problem (Warning) and for its end (Normal), none for the steps of a healthy rollout", () => {
     assert.equal(
       transitionEvent({ phase: "Ready", reason: "Serving" }, { phase: "Ready", reason: "Serving" }),
       undefined,
@@ -257,7 +320,34 @@ describe("computeStatus", () => {
       )?.type,
       "Warning",
     );
-    assert.equal(transitionEvent(undefined, { phase: "Ready", reason: "Serving" })?.type, "Normal");
+    assert.equal(transitionEvent(undefined, { phase: "Downloading", reason: "Downloading" }), undefined);
+    assert.equal(
+      transitionEvent(
+        { phase: "Downloading", reason: "Downloading" },
+        { phase: "Deploying", reason: "ReplicasNotReady" },
+      ),
+      undefined,
+    );
+    assert.equal(
+      transitionEvent(
+        { phase: "Deploying", reason: "ReplicasNotReady" },
+        { phase: "Ready", reason: "Serving" },
+      ),
+      undefined,
+    );
+    assert.deepEqual(
+      transitionEvent(
+        { phase: "Pending", reason: "Unschedulable" },
+        { phase: "Deploying", reason: "ReplicasNotReady", message: "0 of 1" },
+      ),
+      { type: "Normal", reason: "ReplicasNotReady", message: "Deploying: 0 of 1" },
+      "the end of a problem is said",
+    );
+    assert.equal(
+      transitionEvent({ phase: "Failed", reason: "CrashLoopBackOff" }, { phase: "Ready", reason: "Serving" })
+        ?.type,
+      "Normal",
+    );
   });
 });
 

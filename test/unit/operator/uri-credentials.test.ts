@@ -145,9 +145,10 @@ describe("status and Events of a model whose URI has credentials in it", () => {
   });
 
   it("a running download says which URI, redacted, in status and its Event", () => {
-    const status = computeStatus(observed({ job: job([], 1) }));
+    const status = computeStatus(observed({ job: job([], 1), jobPods: [{ status: { phase: "Running" } }] }));
     assert.equal(status.message, `Job ${jobName} is downloading ${shown}`);
-    const event = transitionEvent(undefined, status);
+    // An Event for it is recorded when it ends a problem (the Secret was missing).
+    const event = transitionEvent({ phase: "Pending", reason: "SecretNotFound" }, status);
     assert.ok(event?.message.includes(shown));
     assert.ok(!JSON.stringify([status, event]).includes(canary));
   });

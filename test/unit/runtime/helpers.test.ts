@@ -13,8 +13,10 @@ import { Manager } from "../../../src/runtime/manager.ts";
 import { controllerOwnerRef, isControlledBy, ownerRequest } from "../../../src/runtime/owners.ts";
 import {
   annotationsChangedPredicate,
+  equalValues,
   labelSelectorPredicate,
   labelsChangedPredicate,
+  selectedChangedPredicate,
 } from "../../../src/runtime/predicates.ts";
 import { parseBindAddress } from "../../../src/runtime/server.ts";
 import type { KubeObject } from "../../../src/runtime/types.ts";
@@ -139,6 +141,29 @@ describe("predicates", () => {
       labelSelectorPredicate({ app: "web" })({ type: "add", object: o({ app: "db" }), initial: false }),
       false,
     );
+  });
+
+  it("pass an update only when the selected part changed by value", () => {
+    type Job = KubeObject & { status?: { active?: number; conditions?: { type: string; status: string }[] } };
+    const job = (status: Job["status"], rv: string): Job => ({
+      apiVersion: "batch/v1",
+      kind: "Job",
+      metadata: { name: "j", resourceVersion: rv },
+      status,
+    });
+    const p = selectedChangedPredicate<Job>((j) => j.status);
+    const update = (a: Job, b: Job) => p({ type: "update", old: a, object: b, initial: false });
+    const running = { active: 1, conditions: [{ type: "Complete", status: "False" }] };
+    assert.equal(
+      update(job(running, "1"), job({ conditions: [{ status: "False", type: "Complete" }], active: 1 }, "2")),
+      false,
+    );
+    assert.equal(update(job(running, "1"), job({ ...running, active: 0 }, "2")), true);
+    assert.equal(p({ type: "delete", object: job(running, "1"), initial: false }), true);
+    assert.equal(equalValues({ a: undefined, b: [1, { c: 2 }] }, { b: [1, { c: 2 }] }), true);
+    assert.equal(equalValues([1, 2], [2, 1]), false);
+    assert.equal(equalValues({ a: 1 }, [1]), false);
+    assert.equal(equalValues(null, {}), false);
   });
 });
 

@@ -1,7 +1,7 @@
 /**
  * kubeConfigConnection: every credential form client-node reads from a kubeconfig reaches the
- * request as it should (headers asked before each request, the TLS dispatcher rebuilt only when
- * the TLS material changes). test/integration/runtime/client-auth.test.ts shows the same forms
+ * request as it should (headers asked before each request, the TLS settings (and so the
+ * connection pool) replaced only when the TLS material changes). test/integration/runtime/client-auth.test.ts shows the same forms
  * authenticating against the real API server; basic auth is only here, since kube-apiserver
  * dropped it in 1.19.
  */
@@ -60,14 +60,14 @@ function execUser(env: Record<string, string>): Omit<User, "name"> {
 }
 
 describe("kubeConfigConnection: kubeconfig credentials", () => {
-  it("bearer token: Authorization Bearer, and one TLS dispatcher for every request", async () => {
+  it("bearer token: Authorization Bearer, and one TLS settings object for every request", async () => {
     const conn = kubeConfigConnection(kubeConfigFor({ token: "t0ken" }));
-    assert.equal(conn.dispatcher, undefined, "built on the first request");
+    assert.equal(conn.tls, undefined, "built on the first request");
     assert.deepEqual(await conn.headers(), { Authorization: "Bearer t0ken" });
-    const first = conn.dispatcher;
-    assert.ok(first, "https: a TLS dispatcher");
+    const first = conn.tls;
+    assert.ok(first, "https: TLS settings");
     await conn.headers();
-    assert.equal(conn.dispatcher, first, "same TLS material: the same dispatcher (its connections reused)");
+    assert.equal(conn.tls, first, "same TLS material: the same settings (its connection pool reused)");
   });
 
   it("basic auth (username/password): Authorization Basic", async () => {
@@ -76,11 +76,11 @@ describe("kubeConfigConnection: kubeconfig credentials", () => {
     assert.equal(headers["Authorization"], `Basic ${Buffer.from("alice:s3cret").toString("base64")}`);
   });
 
-  it("client certificate: no Authorization header, a TLS dispatcher that carries it", async () => {
+  it("client certificate: no Authorization header, TLS settings that carry it", async () => {
     const b64 = (s: string) => Buffer.from(s).toString("base64");
     const conn = kubeConfigConnection(kubeConfigFor({ certData: b64("CERT"), keyData: b64("KEY") }));
     assert.equal((await conn.headers())["Authorization"], undefined);
-    assert.ok(conn.dispatcher);
+    assert.ok(conn.tls?.cert && conn.tls.key, "the certificate and key go into the TLS settings");
   });
 
   it("impersonation: the Impersonate-User header goes with the credential", async () => {
@@ -93,15 +93,15 @@ describe("kubeConfigConnection: kubeconfig credentials", () => {
     assert.equal((await conn.headers())["Authorization"], "Bearer from-plugin");
   });
 
-  it("exec plugin with client certificates: a new certificate gets a new TLS dispatcher", async () => {
+  it("exec plugin with client certificates: a new certificate gets new TLS settings", async () => {
     const counter = join(dir, "counter");
     writeFileSync(counter, "0");
     const conn = kubeConfigConnection(kubeConfigFor(execUser({ COUNTER: counter })));
     await conn.headers();
-    const first = conn.dispatcher;
+    const first = conn.tls;
     await conn.headers();
-    assert.ok(first && conn.dispatcher);
-    assert.notEqual(conn.dispatcher, first, "CERT-2 replaced CERT-1: the old dispatcher must not be reused");
+    assert.ok(first && conn.tls);
+    assert.notEqual(conn.tls, first, "CERT-2 replaced CERT-1: the old pool must not be reused");
   });
 
   it("in-cluster: reads the service account's token file and CA", async () => {
@@ -115,13 +115,13 @@ describe("kubeConfigConnection: kubeconfig credentials", () => {
     const conn = kubeConfigConnection(kc);
     assert.equal(conn.server, "https://127.0.0.1:6443");
     assert.equal((await conn.headers())["Authorization"], "Bearer pod-token");
-    assert.ok(conn.dispatcher, "the CA goes into a TLS dispatcher");
+    assert.ok(conn.tls, "the CA goes into the TLS settings");
   });
 
-  it("plain http: no TLS dispatcher", async () => {
+  it("plain http: no TLS settings", async () => {
     const conn = kubeConfigConnection(kubeConfigFor({ token: "t" }, "http://127.0.0.1:8080"));
     await conn.headers();
-    assert.equal(conn.dispatcher, undefined);
+    assert.equal(conn.tls, undefined);
   });
 
   it("a kubeconfig without a current cluster is refused, naming the context", () => {
