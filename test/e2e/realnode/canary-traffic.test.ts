@@ -8,7 +8,7 @@
  *
  * 1. A canary of v2 at 25 %: Replicas mode carves round(4 x 25 / 100) = 1 replica out of the
  *    4 (3 + 1, exactly 25 %). Over 1,500 requests with that split in place the share of v2's
- *    answers lies within the binomial 99 % bound of the split the status reports. Then
+ *    answers lies within the binomial 99.9 % bound of the split the status reports. Then
  *    `mlmodel rollback` aborts it: once v2's pod is gone every answer is v1's.
  * 2. A canary of v2 at 40 %: round(4 x 40 / 100) = 2 replicas, 2 + 2, which serves 50 % (the
  *    status says the split is coarse). The share is checked against the 50 % the operator set,
