@@ -34,6 +34,11 @@ import { CliError } from "../errors.ts";
 export const realNodeSample = "sklearn-iris.yaml";
 const samplesDir = join(import.meta.dirname, "..", "..", "..", "samples");
 
+/** The objects of one file under samples/. */
+export function readSample(file: string): KubeObject[] {
+  return parseAllDocuments(readFileSync(join(samplesDir, file), "utf8")).map((d) => d.toJS() as KubeObject);
+}
+
 const say = (line: string) => console.log(`  ${line}`);
 
 /** The cluster's real node (labelled by `mlmodel cluster up --real-node`), or undefined. */
@@ -131,10 +136,7 @@ export interface PublishedSample {
  * node's address, and fills samples/sklearn-iris.yaml in with its URI, checksum and CA Secret.
  */
 export async function publishSample(cluster: RealNodeCluster, namespace: string): Promise<PublishedSample> {
-  const docs = parseAllDocuments(readFileSync(join(samplesDir, realNodeSample), "utf8")).map(
-    (d) => d.toJS() as MLModel,
-  );
-  const sample = docs.find((d) => d.kind === "MLModel")!;
+  const sample = readSample(realNodeSample).find((d) => d.kind === "MLModel") as MLModel;
   say("training the sample scikit-learn model in a pod of the MLServer image");
   const model = await trainSampleModel(cluster.kc, {
     namespace,

@@ -28,6 +28,7 @@ import {
   firstPrediction,
   type PublishedSample,
   publishSample,
+  readSample,
   realNodeCluster,
   realNodeSample,
   servedByKwok,
@@ -35,7 +36,6 @@ import {
 
 export const summary = "start everything: local cluster (or KUBECONFIG), install, operator, a sample model";
 
-const samplesDir = join(import.meta.dirname, "..", "..", "..", "samples");
 const samples: Record<string, string> = {
   download: "mlmodel-download-then-serve.yaml",
   tfserving: "tfserving-operator.yaml",
@@ -161,9 +161,7 @@ async function untilReady(client: KubeClient, namespace: string, name: string, s
 
 /** A kwok sample's objects, with a hostPath volume for its claim where nothing provisions one. */
 async function kwokSample(client: KubeClient, file: string, namespace: string, local: boolean) {
-  const objects = parseAllDocuments(readFileSync(join(samplesDir, file), "utf8")).map(
-    (d) => d.toJS() as KubeObject,
-  );
+  const objects = readSample(file);
   const model = objects.find((o) => o.kind === "MLModel") as MLModel;
   if (
     model.spec.model.uri &&
