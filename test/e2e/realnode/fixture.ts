@@ -23,6 +23,7 @@ import { builtinKinds } from "../../../src/runtime/index.ts";
 import { kubeConfig, waitFor } from "../../harness/cluster.ts";
 import { type RealNodeCluster, useRealNodeCluster } from "../../harness/realnode.ts";
 import { type OperatorTestBed, operatorTestBed, removeTestBed } from "../operator/helpers.ts";
+import { waitModel } from "../rollout/canary-helpers.ts";
 
 /** The Secret that carries the file server's CA for the download Job. */
 export const caSecretName = "model-files-ca";
@@ -173,25 +174,16 @@ export function recordStatuses(bed: RealNodeBed, name: string): StatusRecorder {
   };
 }
 
-/** Waits until `done(model)`; a timeout says what the model's status last was. */
-export async function waitForModel(
+/** Waits until `done(model)`, whatever generation its status is of; a timeout says what the status last was. */
+export function waitForModel(
   bed: RealNodeBed,
   name: string,
   what: string,
   done: (model: MLModel) => boolean | Promise<boolean>,
   timeoutMs = 600_000,
 ): Promise<MLModel> {
-  let last: MLModel | undefined;
-  try {
-    return await waitFor(
-      `${name}: ${what}`,
-      async () => {
-        last = await bed.admin.get<MLModel>(mlModelKind, { namespace: bed.ns.name, name });
-        return last && (await done(last)) ? last : undefined;
-      },
-      { timeoutMs, intervalMs: 500 },
-    );
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(last?.status)}`);
-  }
+  return waitModel(bed.admin, bed.ns.name, name, what, done, timeoutMs, {
+    anyGeneration: true,
+    intervalMs: 500,
+  });
 }

@@ -40,14 +40,24 @@ export async function patchSpec(admin: KubeClient, namespace: string, name: stri
   await admin.patch(mlModelKind, { namespace, name }, { spec }, "merge");
 }
 
-/** Polls the model until `check` holds for a status of its current generation; returns it. */
+export interface WaitModelOptions {
+  /** Accept a status of an older generation too (default: only the current one). */
+  anyGeneration?: boolean;
+  intervalMs?: number;
+}
+
+/**
+ * Polls the model until `check` holds for a status of its current generation (or any, if asked);
+ * returns it. A timeout says what the model's status last was.
+ */
 export async function waitModel(
   admin: KubeClient,
   namespace: string,
   name: string,
   what: string,
-  check: (m: MLModel) => boolean,
+  check: (m: MLModel) => boolean | Promise<boolean>,
   timeoutMs = 180_000,
+  options: WaitModelOptions = {},
 ): Promise<MLModel> {
   let last: MLModel | undefined;
   try {
@@ -55,10 +65,11 @@ export async function waitModel(
       `${name}: ${what}`,
       async () => {
         last = await getModel(admin, namespace, name);
-        const current = last?.status?.observedGeneration === last?.metadata.generation;
-        return last && current && check(last) ? last : undefined;
+        const current =
+          options.anyGeneration || last?.status?.observedGeneration === last?.metadata.generation;
+        return last && current && (await check(last)) ? last : undefined;
       },
-      { timeoutMs },
+      { timeoutMs, ...(options.intervalMs !== undefined ? { intervalMs: options.intervalMs } : {}) },
     );
   } catch (err) {
     throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(last?.status)}`);
