@@ -312,15 +312,17 @@ try {
 
   const skippedNote = skippedFiles.length > 0 ? `, ${skippedFiles.length} skipped` : "";
   const with_ = [needsCluster ? "a real control plane" : "", realNode ? "a real node" : ""].filter(Boolean);
-  console.log(
-    `\n# running ${mainFiles.length} test files${skippedNote}${with_.length ? ` (with ${with_.join(" and ")})` : ""}`,
-  );
   const mainPhase = [
     ...mainFiles,
     ...(skippedFiles.length > 0 ? [join(root, "test", "harness", "skipped.ts")] : []),
   ];
   // `node --test` without files runs every test file it finds: an empty phase is no phase.
-  if (mainPhase.length > 0) phases.push(runNodeTest(mainPhase, env, 3));
+  if (mainPhase.length > 0) {
+    console.log(
+      `\n# running ${mainFiles.length} test files${skippedNote}${with_.length ? ` (with ${with_.join(" and ")})` : ""}`,
+    );
+    phases.push(runNodeTest(mainPhase, env, 3));
+  }
   if (realNode) {
     await realNode.stop?.();
     clusters.splice(clusters.indexOf(realNode), 1);
