@@ -23,6 +23,7 @@ import { clusterNetwork } from "./network.ts";
 import { kwokTaint, realNodeDefaults } from "./node/config.ts";
 import { MachineLockError } from "./node/lock.ts";
 import {
+  importedImages,
   importImage,
   NodeError,
   type NodeHealth,
@@ -774,6 +775,26 @@ export async function status(
 
 /** Imports an image archive into the real node of the cluster in `dir`; returns the image names. */
 export async function loadImage(dirOption: string, archive: string): Promise<string[]> {
+  const dir = await realNodeDir(dirOption);
+  return importImage(dir, resolve(archive));
+}
+
+/**
+ * Imports `image` into the real node of the cluster in `dir` unless the node holds that very
+ * build (same name and manifest digest); an image rebuilt under the same name is imported
+ * again. Returns whether it imported.
+ */
+export async function loadImageIfChanged(
+  dirOption: string,
+  image: { ref: string; archive: string; digest: string },
+): Promise<boolean> {
+  const dir = await realNodeDir(dirOption);
+  if ((await importedImages(dir)).get(image.ref) === image.digest) return false;
+  await importImage(dir, resolve(image.archive));
+  return true;
+}
+
+async function realNodeDir(dirOption: string): Promise<string> {
   const dir = resolve(dirOption);
   const state = await readState(dir);
   if (!state)
@@ -784,7 +805,7 @@ export async function loadImage(dirOption: string, archive: string): Promise<str
     throw new ClusterError(
       `the cluster in ${dir} has no real node (kwok nodes run no images); start one with --real-node`,
     );
-  return importImage(dir, resolve(archive));
+  return dir;
 }
 
 /**

@@ -9,6 +9,7 @@ export {
   down,
   kubeconfigPath,
   loadImage,
+  loadImageIfChanged,
   readState,
   restartComponent,
   status,

@@ -14,11 +14,11 @@ import {
   status as clusterStatus,
   kubeconfigPath,
   kwokTaint,
-  loadImage,
+  loadImageIfChanged,
   realNodeDefaults,
   up,
 } from "../../cluster/index.ts";
-import { ensureImage, ensureImagePrerequisites, imageNames } from "../../images/index.ts";
+import { type EnsuredImage, ensureImage, ensureImagePrerequisites, imageNames } from "../../images/index.ts";
 import {
   curlCommand,
   inferV2,
@@ -57,7 +57,7 @@ function internalIp(node: V1Node): string {
 }
 
 /** Builds (or takes from the cache) every image the sample runs: the project's and MLServer's. */
-async function ensureImages(): Promise<Map<string, string>> {
+async function ensureImages(): Promise<EnsuredImage[]> {
   console.log(
     "building the images without a registry (cached; the first build takes 15-25 minutes on 2 cores, see docs/images.md)",
   );
@@ -65,7 +65,7 @@ async function ensureImages(): Promise<Map<string, string>> {
   const built = await Promise.all(
     imageNames.map((name) => ensureImage(name, (line) => say(`${name}: ${line}`))),
   );
-  return new Map(built.map((image) => [image.ref, image.archive]));
+  return built;
 }
 
 export interface RealNodeCluster {
@@ -90,10 +90,10 @@ export async function realNodeCluster(
         `the cluster in ${configured.path} has no real node (a Node labelled mlmodel.dev/real-node=true); drop --kubeconfig to use the local one`,
       );
     const present = new Set(node.status?.images?.flatMap((i) => i.names ?? []) ?? []);
-    const missing = [...(await ensureImages()).entries()].filter(([ref]) => !present.has(ref));
+    const missing = (await ensureImages()).filter(({ ref }) => !present.has(ref));
     if (missing.length > 0)
       throw new CliError(
-        `the real node lacks ${missing.map(([ref]) => ref).join(", ")}: import ${missing.length > 1 ? "them" : "it"} with mlmodel cluster load-image ${missing.map(([, a]) => a).join(" ")} --dir DIR`,
+        `the real node lacks ${missing.map(({ ref }) => ref).join(", ")}: import ${missing.length > 1 ? "them" : "it"} with mlmodel cluster load-image ${missing.map(({ archive }) => archive).join(" ")} --dir DIR`,
       );
     return { kc: configured.kc, kubeconfig: configured.path, nodeIp: internalIp(node) };
   }
@@ -107,18 +107,15 @@ export async function realNodeCluster(
   if (running?.components.every((c) => c.healthy)) {
     console.log(`using the local control plane and its real node in ${dir}`);
     kc.loadFromFile(kubeconfigPath(dir));
-    const node = await findRealNode(kc);
-    const present = new Set(node?.status?.images?.flatMap((i) => i.names ?? []) ?? []);
-    for (const [ref, archive] of images)
-      if (!present.has(ref)) {
-        say(`importing ${ref} into the real node`);
-        await loadImage(dir, archive);
-      }
+    // By digest: an image rebuilt under the same name (an edit under src/) is imported again.
+    for (const { ref, archive, record } of images)
+      if (await loadImageIfChanged(dir, { ref, archive, digest: record.digest }))
+        say(`imported ${ref} (${record.digest.slice(0, 19)}) into the real node`);
   } else {
     console.log(
       `starting the local control plane with a real node in ${dir} (Linux, root; see docs/real-node.md)`,
     );
-    await up({ dir, realNode: true, images: [...images.values()], progress: say });
+    await up({ dir, realNode: true, images: images.map(({ archive }) => archive), progress: say });
     kc.loadFromFile(kubeconfigPath(dir));
   }
   return { kc, kubeconfig: kubeconfigPath(dir), nodeIp: realNodeDefaults.nodeIp };

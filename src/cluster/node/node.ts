@@ -319,6 +319,32 @@ export async function importImage(clusterDir: string, archive: string): Promise<
   return [...result.stdout.matchAll(/unpacking (\S+) \(/g)].map((m) => m[1]!);
 }
 
+/**
+ * The manifest digest of each image the node's containerd holds, by name (what `ctr images ls`
+ * shows). An image rebuilt under the same name has a new digest: compare digests, not names.
+ */
+export async function importedImages(clusterDir: string): Promise<Map<string, string>> {
+  const socket = nodePaths(clusterDir).containerdSocket;
+  if (!existsSync(socket))
+    throw new NodeError(`no real node runs in ${clusterDir} (no containerd socket at ${socket})`);
+  const result = await run("ctr", [...ctrArgs(socket), "images", "ls"]);
+  if (result.code !== 0)
+    throw new NodeError(
+      `ctr images ls failed (exit ${result.code}): ${result.stderr.trim() || result.stdout.trim()}`,
+    );
+  return parseImageList(result.stdout);
+}
+
+/** `ctr images ls` output: a header, then REF TYPE DIGEST SIZE PLATFORMS LABELS per line. */
+export function parseImageList(output: string): Map<string, string> {
+  const images = new Map<string, string>();
+  for (const line of output.split("\n").slice(1)) {
+    const [ref, , digest] = line.trim().split(/\s+/);
+    if (ref && digest?.startsWith("sha256:")) images.set(ref, digest);
+  }
+  return images;
+}
+
 async function applyObjects(kubeConfig: KubeConfig): Promise<void> {
   const api = KubernetesObjectApi.makeApiClient(kubeConfig);
   for (const object of realNodeObjects()) {

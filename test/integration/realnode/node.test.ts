@@ -16,6 +16,7 @@ import {
   ensureBinaries,
   kwokTaint,
   loadImage,
+  loadImageIfChanged,
   nodePaths,
   packImage,
   status,
@@ -330,6 +331,31 @@ describe("a real node", () => {
     const pod = await waitForPod(core, ns, "whoami", "finished", isFinished);
     assert.equal(pod.status?.phase, "Succeeded", await logs(ns, "whoami"));
     assert.equal(await logs(ns, "whoami"), `system:serviceaccount:${ns}:default`);
+  });
+
+  it("imports an image again when it was rebuilt under the same name, and only then", async () => {
+    const scratch = scratchDir("rebuilt-image");
+    const build = async (content: string) => {
+      const archive = join(scratch, `${content}.tar`);
+      const { name, digest } = await packImage(
+        {
+          name: "mlmodel.local/rebuilt-test:1",
+          entries: [{ path: "build", type: "file", mode: 0o644, content: Buffer.from(content) }],
+          entrypoint: ["/build"],
+          user: "65534",
+        },
+        archive,
+      );
+      return { ref: name, archive, digest };
+    };
+    const first = await build("first");
+    const second = await build("second");
+    assert.notEqual(first.digest, second.digest);
+    assert.equal(await loadImageIfChanged(dir, first), true, "not on the node yet");
+    assert.equal(await loadImageIfChanged(dir, first), false, "the node holds this build");
+    assert.equal(await loadImageIfChanged(dir, second), true, "rebuilt under the same name");
+    assert.equal(await loadImageIfChanged(dir, second), false, "the node holds the new build");
+    assert.equal(await loadImageIfChanged(dir, first), true, "the node no longer holds the first build");
   });
 
   it("provisions a claim on the default StorageClass; one pod writes, another reads; delete reclaims", async () => {
