@@ -337,6 +337,13 @@ function modelVolume(plan: ServingPlan): { volumes: V1Volume[]; mounts: V1Volume
   };
 }
 
+/**
+ * The revision of each plan, worked out once: a reconcile asks for it three times (decide,
+ * the Deployment, the status), and hashing the pod spec is most of the cost. Keyed on the plan
+ * object, which nothing changes once planned (a new spec, runtime or revision is a new plan).
+ */
+const revisionOfPlan = new WeakMap<ServingPlan, string>();
+
 /** The serving pod template; its hash is the model's serving revision. */
 export function servingPodTemplate(plan: ServingPlan): { revision: string; template: V1PodTemplateSpec } {
   const model = modelVolume(plan);
@@ -395,7 +402,11 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
     ...(placement?.tolerations?.length ? { tolerations: placement.tolerations } : {}),
     ...(placement?.affinity ? { affinity: placement.affinity as V1Affinity } : {}),
   };
-  const revision = shortHash(spec);
+  let revision = revisionOfPlan.get(plan);
+  if (revision === undefined) {
+    revision = shortHash(spec);
+    revisionOfPlan.set(plan, revision);
+  }
   return {
     revision,
     template: {

@@ -59,13 +59,80 @@ export function selectorString(selector: Record<string, string>): string {
     .join(",");
 }
 
-/** JSON with sorted keys, so equal values hash equally whatever their key order. */
+/**
+ * JSON with sorted keys, so equal values hash equally whatever their key order. The string is
+ * exactly what `JSON.stringify` gives with a replacer that hands it a key-sorted copy of every
+ * non-array object (the first version, which set the hashes recorded on live children): same
+ * toJSON calls, omitted undefined/function/symbol members, `null` for non-finite numbers, and
+ * integer-like keys first in numeric order (a copy's own-key order). Written out directly, it
+ * builds no sorted copy of every object: 3 to 4 times faster on a desired Deployment, and the
+ * reconcile hashes every desired child (test/unit/operator/names.test.ts holds the two equal).
+ */
 export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)))
-      : v,
-  );
+  return serialize("", value) as string;
+}
+
+function serialize(key: string, value: unknown): string | undefined {
+  if ((typeof value === "object" && value !== null) || typeof value === "bigint") {
+    const toJSON = (value as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === "function") value = toJSON.call(value, key);
+  }
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value);
+    case "number":
+      return Number.isFinite(value) ? String(value) : "null";
+    case "boolean":
+      return value ? "true" : "false";
+    case "bigint":
+      return JSON.stringify(value); // throws, as JSON.stringify does
+    case "object":
+      if (value === null) return "null";
+      return Array.isArray(value) ? serializeArray(value) : serializeObject(value as Record<string, unknown>);
+    default:
+      return undefined; // undefined, functions, symbols: left out
+  }
+}
+
+function serializeArray(items: readonly unknown[]): string {
+  let out = "[";
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0) out += ",";
+    out += serialize(String(i), items[i]) ?? "null";
+  }
+  return `${out}]`;
+}
+
+function serializeObject(obj: Record<string, unknown>): string {
+  const keys = ownKeysInCopyOrder(obj);
+  let out = "{";
+  let first = true;
+  for (const k of keys) {
+    const member = serialize(k, obj[k]);
+    if (member === undefined) continue;
+    out += `${first ? "" : ","}${JSON.stringify(k)}:${member}`;
+    first = false;
+  }
+  return `${out}}`;
+}
+
+/**
+ * The enumerable own keys, sorted by code unit, then as a new object built in that order
+ * would list them: integer-like keys (array indices) first, in numeric order.
+ */
+function ownKeysInCopyOrder(obj: object): string[] {
+  const keys = Object.keys(obj).sort();
+  const indices = keys.filter(isArrayIndex);
+  if (indices.length === 0) return keys;
+  indices.sort((a, b) => Number(a) - Number(b));
+  return [...indices, ...keys.filter((k) => !isArrayIndex(k))];
+}
+
+function isArrayIndex(key: string): boolean {
+  const c = key.charCodeAt(0);
+  if (c < 48 || c > 57) return false; // not a digit: the common case, decided at once
+  const n = Number(key);
+  return Number.isInteger(n) && n >= 0 && n < 4294967295 && String(n) === key;
 }
 
 /** A short, stable hash for names and labels: 10 hex digits (40 bits). */

@@ -12,6 +12,7 @@ import {
 } from "../api/mlmodel.ts";
 import { defaultCredentialsDir } from "../downloader/contract.ts";
 import { redactUri } from "../downloader/redact.ts";
+import { deepFreeze } from "../runtime/index.ts";
 import { childNames, shortHash } from "./names.ts";
 import type { ResolvedRuntime } from "./runtime-selection.ts";
 
@@ -228,7 +229,8 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: R
   for (const e of rt?.env ?? []) env.set(e.name, e.value ?? "");
   for (const e of spec.env ?? []) env.set(e.name, e.value ?? "");
 
-  return {
+  // Frozen: a plan is what the revision is memoized on (servingPodTemplate), so it must never change.
+  return deepFreeze({
     name,
     namespace,
     spec,
@@ -252,5 +254,5 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: R
       spec.startupTimeoutSeconds ?? rt?.startupTimeoutSeconds ?? defaults.startupTimeoutSeconds,
     readinessPath: rt?.readinessPath?.replaceAll("$(MODEL_NAME)", modelName),
     runAsUser: rt?.runAsUser ?? defaults.runAsUser,
-  };
+  }) as ServingPlan;
 }

@@ -308,17 +308,15 @@ export class KubeClient {
       });
       inactivity.touch();
       opts.onOpen?.();
-      for await (const line of lines(res.body, () => inactivity.touch())) {
-        const event = JSON.parse(line) as { type: string; object: unknown };
-        if (event.type === "ERROR") {
-          const status = event.object as Status;
-          throw ApiError.fromStatus(status, status.code ?? 500, {
-            verb: "watch",
-            path: collectionPath(kind, opts.namespace),
-          });
-        }
-        yield event as WatchEvent<T>;
+      // Lines are split here, not by another async generator: a layer less of promises for
+      // every event.
+      const split = new LineSplitter();
+      for await (const chunk of res.body) {
+        inactivity.touch();
+        for (const line of split.push(chunk)) yield watchEvent<T>(line, kind, opts.namespace);
       }
+      const last = split.end();
+      if (last !== undefined) yield watchEvent<T>(last, kind, opts.namespace);
     } catch (err) {
       // An abort by the inactivity timer surfaces as the fetch's AbortError; report its reason.
       if (local.signal.aborted && local.signal.reason instanceof WatchInactivityError)
@@ -508,8 +506,9 @@ class InactivityTimer {
 
   touch(): void {
     if (!this.#ms) return;
-    if (this.#handle) clearTimeout(this.#handle);
-    this.#handle = setTimeout(this.#onFire, this.#ms);
+    // refresh() moves the deadline without a new timer: touched for every chunk of a watch.
+    if (this.#handle) this.#handle.refresh();
+    else this.#handle = setTimeout(this.#onFire, this.#ms);
   }
 
   stop(): void {
@@ -518,24 +517,51 @@ class InactivityTimer {
   }
 }
 
-/** Splits a byte stream into non-empty text lines; calls `onData` for every chunk. */
-export async function* lines(
-  body: AsyncIterable<Uint8Array>,
-  onData: () => void = () => {},
-): AsyncGenerator<string> {
-  const decoder = new TextDecoder();
-  let buffered = "";
-  for await (const chunk of body) {
-    onData();
-    buffered += decoder.decode(chunk, { stream: true });
-    let nl = buffered.indexOf("\n");
-    while (nl >= 0) {
-      const line = buffered.slice(0, nl).trim();
-      buffered = buffered.slice(nl + 1);
-      if (line) yield line;
-      nl = buffered.indexOf("\n");
-    }
+/** One line of a watch stream as its event; an ERROR event is thrown as the ApiError it carries. */
+function watchEvent<T extends KubeObject>(
+  line: string,
+  kind: ResourceKind,
+  namespace: string | undefined,
+): WatchEvent<T> {
+  const event = JSON.parse(line) as { type: string; object: unknown };
+  if (event.type === "ERROR") {
+    const status = event.object as Status;
+    throw ApiError.fromStatus(status, status.code ?? 500, {
+      verb: "watch",
+      path: collectionPath(kind, namespace),
+    });
   }
-  buffered += decoder.decode();
-  if (buffered.trim()) yield buffered.trim();
+  return event as WatchEvent<T>;
+}
+
+const streaming = { stream: true };
+
+/**
+ * Splits a byte stream into non-empty, trimmed text lines, chunk by chunk: a line cut between
+ * chunks (or a character cut between its bytes) is held until the rest arrives.
+ */
+export class LineSplitter {
+  readonly #decoder = new TextDecoder();
+  #held = "";
+
+  /** The lines this chunk completes. */
+  push(chunk: Uint8Array): string[] {
+    const text = this.#held + this.#decoder.decode(chunk, streaming);
+    const out: string[] = [];
+    let start = 0;
+    for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", start)) {
+      const line = text.slice(start, nl).trim();
+      if (line) out.push(line);
+      start = nl + 1;
+    }
+    this.#held = start === 0 ? text : text.slice(start);
+    return out;
+  }
+
+  /** What is left once the stream ended, when it is not blank. */
+  end(): string | undefined {
+    const rest = (this.#held + this.#decoder.decode()).trim();
+    this.#held = "";
+    return rest || undefined;
+  }
 }

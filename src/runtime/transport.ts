@@ -10,6 +10,7 @@
  */
 import http from "node:http";
 import https from "node:https";
+import { isIP } from "node:net";
 import tls from "node:tls";
 
 /** TLS of the connection: the server's CA, SNI name, verification, and a client certificate. */
@@ -41,11 +42,13 @@ export interface HttpRequest {
 /** A pool of keep-alive connections to one server, rebuilt when its TLS settings change. */
 export class NodeTransport {
   readonly #https: boolean;
+  readonly #target: Target | undefined;
   #agent: http.Agent | undefined;
   #tls: TlsSettings | undefined;
 
   constructor(server: string) {
     this.#https = server.startsWith("https:");
+    this.#target = targetOf(server);
   }
 
   /**
@@ -56,12 +59,12 @@ export class NodeTransport {
   async send(req: HttpRequest, tls: TlsSettings | undefined): Promise<HttpResponse> {
     const agent = this.#agentFor(tls);
     try {
-      return await once(req, agent);
+      return await once(req, agent, this.#target);
     } catch (err) {
       // A pooled connection the server closed while idle fails at once with ECONNRESET and
       // the request never reached the server: Node's documented remedy is to send it again.
       if ((err as { reusedSocket?: boolean }).reusedSocket && !req.signal?.aborted)
-        return await once(req, agent);
+        return await once(req, agent, this.#target);
       throw err;
     }
   }
@@ -81,7 +84,9 @@ export class NodeTransport {
     // a request is one write, and Nagle would only hold back the tail of a larger one (as
     // undici, we send at once).
     const common = { keepAlive: true, scheduling: "lifo" as const, noDelay: true };
-    this.#agent = this.#https ? new https.Agent({ ...common, ...tlsOptions(tls) }) : new http.Agent(common);
+    this.#agent = this.#https
+      ? new https.Agent({ ...common, ...tlsOptions(tls, this.#target) })
+      : new http.Agent(common);
     if (old) for (const sockets of Object.values(old.freeSockets)) for (const s of sockets ?? []) s.destroy();
     return this.#agent;
   }
@@ -91,8 +96,11 @@ export class NodeTransport {
  * One SecureContext for the pool: without it every new connection parses the CA and the
  * client key again (Node builds a context per tls.connect when given PEM options).
  */
-function tlsOptions(settings: TlsSettings | undefined): https.AgentOptions {
-  const { ca, cert, key, rejectUnauthorized, servername } = settings ?? {};
+function tlsOptions(settings: TlsSettings | undefined, target: Target | undefined): https.AgentOptions {
+  const { ca, cert, key, rejectUnauthorized } = settings ?? {};
+  // The SNI name as Node would work it out from the Host header for every request (an IP
+  // address sends none), worked out once: that took a tenth of each request's client CPU.
+  const servername = settings?.servername ?? target?.servername;
   return {
     secureContext: tls.createSecureContext({
       ...(ca ? { ca } : {}),
@@ -100,21 +108,63 @@ function tlsOptions(settings: TlsSettings | undefined): https.AgentOptions {
       ...(key ? { key } : {}),
     }),
     ...(rejectUnauthorized !== undefined ? { rejectUnauthorized } : {}),
-    ...(servername ? { servername } : {}),
+    ...(servername !== undefined ? { servername } : {}),
   };
 }
 
-function once(req: HttpRequest, agent: http.Agent): Promise<HttpResponse> {
+/**
+ * The server's origin, parsed once: a request to it is sent with host, port and path, so Node
+ * does not parse the URL of every request again.
+ */
+interface Target {
+  origin: string;
+  protocol: string;
+  hostname: string;
+  port: string;
+  /** "" for an IP address (no SNI), else the host name. */
+  servername: string;
+}
+
+function targetOf(server: string): Target | undefined {
+  let url: URL;
+  try {
+    url = new URL(server);
+  } catch {
+    return undefined;
+  }
+  if (url.username || url.password) return undefined; // Node takes those from the URL: let it
+  const hostname = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  return {
+    origin: `${url.protocol}//${url.host}`,
+    protocol: url.protocol,
+    hostname,
+    port: url.port,
+    servername: isIP(hostname) ? "" : hostname,
+  };
+}
+
+/** Where `url` goes: the parsed server's host with the path, or the URL itself elsewhere. */
+function destination(url: string, target: Target | undefined): string | http.RequestOptions {
+  if (!target || !url.startsWith(target.origin)) return url;
+  const path = url.slice(target.origin.length);
+  if (path !== "" && path[0] !== "/" && path[0] !== "?") return url; // another host, e.g. origin:8443
+  const { protocol, hostname, port } = target;
+  return { protocol, hostname, ...(port ? { port } : {}), path: path || "/" };
+}
+
+function once(req: HttpRequest, agent: http.Agent, target: Target | undefined): Promise<HttpResponse> {
   const headers: Record<string, string | number> = { ...req.headers };
   if (req.body !== undefined) headers["Content-Length"] = Buffer.byteLength(req.body);
   const send = req.url.startsWith("https:") ? https.request : http.request;
+  const where = destination(req.url, target);
+  const options: http.RequestOptions = {
+    method: req.method,
+    headers,
+    agent,
+    ...(req.signal ? { signal: req.signal } : {}),
+  };
   return new Promise((resolve, reject) => {
-    const request = send(req.url, {
-      method: req.method,
-      headers,
-      agent,
-      ...(req.signal ? { signal: req.signal } : {}),
-    });
+    const request = typeof where === "string" ? send(where, options) : send({ ...where, ...options });
     request.once("error", (err) => {
       if (request.reusedSocket && (err as { code?: string }).code === "ECONNRESET")
         Object.assign(err, { reusedSocket: true });

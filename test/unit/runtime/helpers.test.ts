@@ -187,17 +187,16 @@ describe("small parsers", () => {
 
 describe("watch stream line splitting", () => {
   it("rejoins lines split across chunks, including a multi-byte character cut in half", async () => {
-    const { lines } = await import("../../../src/runtime/client.ts");
-    const bytes = new TextEncoder().encode('{"a":"é"}\n\n{"b":2}\n{"c":3}');
-    const chunks = [bytes.slice(0, 7), bytes.slice(7, 13), bytes.slice(13)]; // byte 7 is inside "é"
-    async function* gen() {
-      for (const c of chunks) yield c;
-    }
-    let seen = 0;
-    const out: string[] = [];
-    for await (const l of lines(gen(), () => seen++)) out.push(l);
-    assert.deepEqual(out, ['{"a":"é"}', '{"b":2}', '{"c":3}']);
-    assert.equal(seen, 3, "onData called per chunk (feeds the inactivity timer)");
+    const { LineSplitter } = await import("../../../src/runtime/client.ts");
+    const bytes = new TextEncoder().encode('{"a":"é"}\n\n{"b":2}\n {"c":3}\r\n{"d"');
+    const split = new LineSplitter();
+    // byte 7 is inside "é"; the last chunk ends in the middle of a line
+    const out = [bytes.slice(0, 7), bytes.slice(7, 13), bytes.slice(13, 22), bytes.slice(22)].map((c) =>
+      split.push(c),
+    );
+    assert.deepEqual(out, [[], ['{"a":"é"}'], ['{"b":2}'], ['{"c":3}']]);
+    assert.equal(split.end(), '{"d"', "the rest of an unterminated last line");
+    assert.equal(split.end(), undefined);
   });
 });
 
