@@ -2,13 +2,17 @@
 // Launcher for the `mlmodel` CLI. The CLI is TypeScript run by Node 24's type stripping;
 // machines that ship an older Node get the Node 24 binary installed from the npm registry
 // (the `node` package) and are re-executed under it.
-import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
 // The namespace, not a named import: Node before 22.1 has no enableCompileCache, and this
 // launcher must still start there to re-execute itself under Node 24.
 import * as nodeModule from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+
+// node:fs through require, not an ES import: an ES import of a built-in reads every export,
+// and fs.promises is a getter that loads fs/promises, readline and more (34 internal modules)
+// into every `mlmodel` process (bench/README.md, phase C). node:child_process is loaded only
+// to re-execute under Node 24.
+const { existsSync } = nodeModule.createRequire(import.meta.url)("node:fs");
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const compiled = join(root, "dist", "cli", "main.js");
@@ -32,6 +36,7 @@ if (major >= 24 || entry === compiled) {
     );
     process.exit(1);
   }
+  const { spawnSync } = await import("node:child_process");
   const result = spawnSync(node24, [entry, ...process.argv.slice(2)], { stdio: "inherit" });
   process.exit(result.status ?? 1);
 }

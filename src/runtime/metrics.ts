@@ -1,10 +1,97 @@
 /**
  * Prometheus metrics with controller-runtime's names, so existing dashboards and alerts work.
  * Each Manager has its own Registry (two managers in one process, as in tests, do not clash).
+ *
+ * prom-client is loaded file by file, not through its index: the index also loads the
+ * Summary (tdigest), the Pushgateway, the cluster aggregator and, through the default
+ * process CPU metric, all of @opentelemetry/api (51 modules, for exemplars we do not use).
+ * That cost an idle operator about 12 MiB of resident memory (bench/README.md, phase C).
+ * The default metrics are prom-client's own collectors, called as its collectDefaultMetrics
+ * calls them, except the CPU counters, which are `processCpuMetrics` below (same names, help
+ * and values). test/unit/runtime/metrics.test.ts checks the families against prom-client's.
  */
-import { Counter, collectDefaultMetrics, exponentialBuckets, Gauge, Histogram, Registry } from "prom-client";
+import { createRequire } from "node:module";
+import type * as PromClient from "prom-client";
 import type { RequestRecord } from "./client.ts";
 import type { QueueMetrics } from "./queue.ts";
+
+const promClient = createRequire(import.meta.url);
+const Registry = promClient("prom-client/lib/registry.js") as typeof PromClient.Registry;
+type Registry = PromClient.Registry;
+const Counter = promClient("prom-client/lib/counter.js") as typeof PromClient.Counter;
+type Counter<L extends string> = PromClient.Counter<L>;
+const Gauge = promClient("prom-client/lib/gauge.js") as typeof PromClient.Gauge;
+type Gauge<L extends string> = PromClient.Gauge<L>;
+const Histogram = promClient("prom-client/lib/histogram.js") as typeof PromClient.Histogram;
+type Histogram<L extends string> = PromClient.Histogram<L>;
+const { exponentialBuckets } = promClient("prom-client/lib/bucketGenerators.js") as typeof PromClient;
+
+/** One of prom-client's default-metric collectors (lib/metrics/*.js). */
+type DefaultCollector = (registry: Registry, config: { eventLoopMonitoringPrecision: number }) => void;
+
+/**
+ * prom-client's default metrics in the order its collectDefaultMetrics registers them (the
+ * exposition keeps that order). processResources needs process.getActiveResourcesInfo,
+ * which Node 24 has; prom-client skips it where it is missing, and so do we.
+ */
+const defaultCollectorFiles = [
+  "processStartTime",
+  "osMemoryHeap",
+  "processOpenFileDescriptors",
+  "processMaxFileDescriptors",
+  "eventLoopLag",
+  ...(typeof process.getActiveResourcesInfo === "function" ? ["processResources"] : []),
+  "processHandles",
+  "processRequests",
+  "heapSizeAndUsed",
+  "heapSpacesSizeAndUsed",
+  "version",
+  "gc",
+];
+
+/**
+ * process_cpu_{user,system,}_seconds_total as prom-client's processCpuTotal makes them (its
+ * names, help and values: the CPU used since the last scrape added at each scrape), without
+ * the @opentelemetry/api it loads for exemplars.
+ */
+function processCpuMetrics(registry: Registry): void {
+  const registers = [registry];
+  let last = process.cpuUsage();
+  const user = new Counter({
+    name: "process_cpu_user_seconds_total",
+    help: "Total user CPU time spent in seconds.",
+    registers,
+    // One collect sets all three, as prom-client's does.
+    collect() {
+      const now = process.cpuUsage();
+      const userSeconds = (now.user - last.user) / 1e6;
+      const systemSeconds = (now.system - last.system) / 1e6;
+      last = now;
+      user.inc(userSeconds);
+      system.inc(systemSeconds);
+      total.inc(userSeconds + systemSeconds);
+    },
+  });
+  const system = new Counter({
+    name: "process_cpu_system_seconds_total",
+    help: "Total system CPU time spent in seconds.",
+    registers,
+  });
+  const total = new Counter({
+    name: "process_cpu_seconds_total",
+    help: "Total user and system CPU time spent in seconds.",
+    registers,
+  });
+}
+
+/** The process and Node.js metrics prom-client's collectDefaultMetrics registers. */
+export function registerDefaultMetrics(registry: Registry): void {
+  processCpuMetrics(registry);
+  const config = { eventLoopMonitoringPrecision: 10 };
+  for (const file of defaultCollectorFiles) {
+    (promClient(`prom-client/lib/metrics/${file}.js`) as DefaultCollector)(registry, config);
+  }
+}
 
 export type ReconcileOutcome = "success" | "error" | "requeue" | "requeue_after";
 /** Every value of the `result` label, as controller-runtime names them. */
@@ -34,7 +121,7 @@ export class RuntimeMetrics {
   constructor(opts: { registry?: Registry; defaultMetrics?: boolean } = {}) {
     this.registry = opts.registry ?? new Registry();
     const registers = [this.registry];
-    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    if (opts.defaultMetrics ?? true) registerDefaultMetrics(this.registry);
     const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
       new Counter<L>({ name, help, labelNames, registers });
     const gauge = <L extends string>(name: string, help: string, labelNames: L[]) =>

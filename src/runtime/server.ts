@@ -1,8 +1,15 @@
 /**
  * The manager's two small HTTP servers: /metrics, and /healthz + /readyz probes.
  */
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+
+// node:http through getBuiltinModule, not `import`: an ES import of a built-in reads every
+// export, and node:http's WebSocket, CloseEvent and MessageEvent are getters that load
+// Node's bundled undici (with http2, zlib and web streams: 75 more internal modules, about
+// 3 MiB of an idle operator's memory; bench/README.md, phase C). The same goes for every
+// module of the operator's process that imports node:http.
+const { createServer } = process.getBuiltinModule("node:http");
 
 export type Check = () => { ok: true } | { ok: false; reason: string };
 

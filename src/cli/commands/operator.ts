@@ -1,6 +1,5 @@
 /** `mlmodel operator`: runs the MLModel operator against a cluster until SIGINT/SIGTERM. */
 import { Writable } from "node:stream";
-import { parseArgs } from "node:util";
 import pino, { type Logger } from "pino";
 import { redactText } from "../../downloader/redact.ts";
 import { defaultConcurrency } from "../../operator/mlmodel/controller.ts";
@@ -14,6 +13,11 @@ import {
   shutdownSignal,
 } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
+
+// node:util through getBuiltinModule, not `import`: an ES import of a built-in reads every
+// export, and node:util's lazy ones load internal modules the operator never uses (its diff,
+// locks, colors...; see src/runtime/server.ts and bench/README.md, phase C).
+const { parseArgs } = process.getBuiltinModule("node:util");
 
 export const summary = "run the MLModel operator (controllers, metrics, health probes)";
 
