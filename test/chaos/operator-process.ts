@@ -39,6 +39,8 @@ export interface OperatorProcessOptions {
   name?: string;
   concurrency?: number;
   logLevel?: string;
+  /** The download Job's image (--downloader-image); default: the operator's default. */
+  downloaderImage?: string;
 }
 
 /** One run of `mlmodel operator`. Restart = a new OperatorProcess with the same options. */
@@ -83,6 +85,7 @@ export class OperatorProcess {
       "--log-level",
       opts.logLevel ?? "info",
       ...(opts.leaderElect ? ["--leader-elect"] : []),
+      ...(opts.downloaderImage ? ["--downloader-image", opts.downloaderImage] : []),
     ];
     const child = spawn(process.execPath, args, {
       cwd: repoRoot,

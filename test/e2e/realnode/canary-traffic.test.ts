@@ -22,19 +22,12 @@
  * and ratios only: nothing here asserts how long anything took.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
-import { trackLabel } from "../../../src/operator/canary/desired.ts";
-import { labels } from "../../../src/operator/names.ts";
-import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
-import { waitFor } from "../../harness/cluster.ts";
-import { checkShare, describeShare } from "../../harness/share.ts";
-import { Traffic, type TrafficReport, versionClassifier } from "../../harness/traffic.ts";
-import { getModel, isReady, repoRoot } from "../operator/helpers.ts";
+import { Traffic, versionClassifier } from "../../harness/traffic.ts";
+import { getModel } from "../operator/helpers.ts";
+import { type CanaryUnderTraffic, canaryUnderTraffic, figures, servingPods } from "./canary-live.ts";
 import {
   applyCaSecret,
   applyModel,
@@ -50,8 +43,8 @@ import {
 import {
   assertNoFailures,
   holdNodeForTraffic,
+  liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
-  moreAnswers,
 } from "./live-traffic.ts";
 
 const name = "iris";
@@ -63,15 +56,6 @@ const sharedRequests = 1500;
 const maxDurationMs = 25 * 60_000;
 const maxRequests = ratePerSecond * (maxDurationMs / 1000);
 
-/** A serving pod as kube-proxy sees it: its revision, canary or not, ready, terminating. */
-interface ServingPod {
-  name: string;
-  revision: string;
-  canary: boolean;
-  ready: boolean;
-  terminating: boolean;
-}
-
 describe("canaries under live traffic on a real node", { timeout: liveTrafficSuiteTimeoutMs }, () => {
   let bed: RealNodeBed;
   let v1: SampleModel & { uri: string };
@@ -80,128 +64,10 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
   let endpoint: ServiceEndpoint;
   let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
+  let live: CanaryUnderTraffic;
 
   const spec = (model: SampleModel & { uri: string }, trafficPercent: number): MLModel =>
     sklearnModel(name, model, { replicas, rollout: { canary: { trafficPercent } } } as Partial<MLModelSpec>);
-
-  /** Every serving pod of the model, terminating ones too: they may still hold endpoints. */
-  async function servingPods(): Promise<ServingPod[]> {
-    const list = await bed.admin.list<
-      KubeObject & { status?: { conditions?: { type: string; status: string }[] } }
-    >(builtinKinds.Pod, {
-      namespace: bed.ns.name,
-      labelSelector: `${labels.model}=${name},${labels.component}=server`,
-    });
-    return list.items
-      .map((p) => ({
-        name: p.metadata.name!,
-        revision: p.metadata.labels?.[labels.revision] ?? "",
-        canary: p.metadata.labels?.[trackLabel] === "canary",
-        ready: isReady(p),
-        terminating: Boolean(p.metadata.deletionTimestamp),
-      }))
-      .sort((a, b) => a.name.localeCompare(b.name));
-  }
-
-  /** Waits for `count` more answers; the splits and transitions here take minutes under load. */
-  const answers = (count: number, what: string) => moreAnswers(traffic, count, what, 10 * 60_000);
-
-  async function mlmodel(args: string[]): Promise<string> {
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [join(repoRoot, "src", "cli", "main.ts"), ...args, "-n", bed.ns.name],
-      { env: { ...process.env, NO_COLOR: "1", KUBECONFIG: bed.cluster.kubeconfig } },
-    );
-    return stdout;
-  }
-
-  /** The figures worth a log line (the labels of a split alternate too often to print). */
-  const figures = ({ sent, served, failed, dropped, byLabel, latencyMs }: TrafficReport) =>
-    JSON.stringify({ sent, served, failed, dropped, byLabel, latencyMs });
-
-  /**
-   * Waits for the canary to hold its split (Paused, every replica of both revisions ready, no
-   * pod of the model terminating, so the Service's endpoints are exactly those pods), then
-   * judges `sharedRequests` answers against that split, read from the status. Returns the
-   * paused model and the check.
-   */
-  async function measureSplit(label: string, stableReady: number, canaryReady: number) {
-    const paused = await waitForModel(bed, name, `canary Paused at ${stableReady} + ${canaryReady}`, (m) => {
-      const serving = m.status?.revision?.serving ?? [];
-      return (
-        m.status?.observedGeneration === m.metadata.generation &&
-        m.status?.canary?.phase === "Paused" &&
-        serving.find((s) => s.role === "Stable")?.readyReplicas === stableReady &&
-        serving.find((s) => s.role === "Canary")?.readyReplicas === canaryReady
-      );
-    });
-    const canary = paused.status!.canary!;
-    const steady = async () => {
-      const pods = await servingPods();
-      const ok =
-        pods.length === stableReady + canaryReady &&
-        pods.every((p) => p.ready && !p.terminating) &&
-        pods.filter((p) => p.canary && p.revision === canary.revision).length === canaryReady &&
-        pods.filter((p) => !p.canary && p.revision === canary.stableRevision).length === stableReady;
-      return ok ? pods : undefined;
-    };
-    const podsBefore = await waitFor(`${label}: only the split's pods, all ready`, steady, {
-      timeoutMs: 120_000,
-    });
-    // The split from the status: each revision's share of the ready replicas, as the
-    // Service spreads requests over them. effectivePercent is that share rounded.
-    const serving = paused.status!.revision!.serving!;
-    const readyOf = (role: string) => serving.find((s) => s.role === role)!.readyReplicas ?? 0;
-    const expected = readyOf("Canary") / (readyOf("Canary") + readyOf("Stable"));
-    assert.equal(canary.effectivePercent, Math.round(100 * expected), JSON.stringify(canary));
-    // kube-proxy's rules follow the endpoints a moment later: a few answers first.
-    await answers(ratePerSecond * 2, `${label}: endpoints settle`);
-    traffic.mark(`${label} window`);
-    await answers(sharedRequests, `${label}: the split's share`);
-    traffic.mark(`${label} window end`);
-    // The split held the whole window: same pods, all ready, none leaving.
-    assert.deepEqual(await steady(), podsBefore, `${label}: the pods changed during the window`);
-    const window = traffic.report(`${label} window`, `${label} window end`);
-    assertNoFailures(window, `${label}: the split`);
-    const check = checkShare(window.byLabel.v2 ?? 0, window.served, expected);
-    console.log(`# ${label}: ${describeShare("v2", check)}; asked ${canary.trafficPercent} %`);
-    assert.ok(check.within, `${label}: ${describeShare("v2", check)}`);
-    assert.equal((window.byLabel.v1 ?? 0) + (window.byLabel.v2 ?? 0), window.served);
-    return { paused, check };
-  }
-
-  /** Waits until the canary ended as `phase` with `serves` alone on every replica. */
-  function canaryEnded(phase: "Promoted" | "Aborted", serves: string, version: string): Promise<MLModel> {
-    return waitForModel(bed, name, `canary ${phase}, ${version} on every replica`, (m) => {
-      const serving = m.status?.revision?.serving ?? [];
-      return (
-        m.status?.observedGeneration === m.metadata.generation &&
-        m.status?.canary?.phase === phase &&
-        serving.length === 1 &&
-        serving[0]?.revision === serves &&
-        serving[0]?.readyReplicas === replicas
-      );
-    });
-  }
-
-  /** Once no pod of `loser` is left (not even terminating), every answer is `winner`'s. */
-  async function onlyAnswers(label: string, winner: string, loserRevision: string): Promise<void> {
-    await waitFor(
-      `${label}: no pod of revision ${loserRevision} left`,
-      async () => (await servingPods()).every((p) => p.revision !== loserRevision),
-      { timeoutMs: 300_000 },
-    );
-    traffic.mark(`${label} settled`);
-    await answers(ratePerSecond * 4, `${label}: ${winner} alone`);
-    traffic.mark(`${label} settled end`);
-    const tail = traffic.report(`${label} settled`, `${label} settled end`);
-    assertNoFailures(tail, `${label}: after`);
-    assert.deepEqual(
-      Object.keys(tail.byLabel),
-      [winner],
-      `${label}: answers after the loser's pods left: ${JSON.stringify(tail.byLabel)}`,
-    );
-  }
 
   before(async () => {
     bed = await realNodeBed("rn-canary");
@@ -214,7 +80,7 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
     await applyCaSecret(bed);
     await applyModel(bed, spec(v1, 25));
     const ready = await waitForModel(bed, name, `v1 Ready on ${replicas} pods`, async (m) => {
-      const pods = await servingPods();
+      const pods = await servingPods(bed, name);
       return (
         m.status?.phase === "Ready" &&
         m.status.observedGeneration === m.metadata.generation &&
@@ -232,8 +98,9 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
       maxRequests,
       maxDurationMs,
     }).start();
-    await answers(ratePerSecond * 2, "v1 serving");
-  });
+    live = canaryUnderTraffic({ bed, name, replicas, traffic, ratePerSecond, sharedRequests });
+    await live.answers(ratePerSecond * 2, "v1 serving");
+  }, liveTrafficHook);
   after(async () => {
     try {
       await traffic?.stop();
@@ -246,7 +113,7 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
   it("a canary at 25 % (1 of 4 replicas) gets its binomial share, and mlmodel rollback aborts it: zero failed requests, then only v1", async () => {
     traffic.mark("canary 1");
     await applyModel(bed, spec(v2, 25));
-    const { paused } = await measureSplit("25 %", 3, 1);
+    const paused = await live.measureSplit("25 %", 3, 1);
     const c = paused.status!.canary!;
     assert.deepEqual(
       [c.trafficPercent, c.effectivePercent, c.exact, c.mode],
@@ -255,11 +122,11 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
     );
     const X = c.revision!;
 
-    const out = await mlmodel(["rollback", name]);
+    const out = await live.mlmodel(["rollback", name]);
     assert.match(out, /the running canary is aborted/);
-    const aborted = await canaryEnded("Aborted", c.stableRevision!, "v1");
+    const aborted = await live.canaryEnded("Aborted", c.stableRevision!, "v1");
     assert.deepEqual([aborted.status?.canary?.reason, aborted.status?.canary?.revision], ["RolledBack", X]);
-    await onlyAnswers("abort", "v1", X);
+    await live.onlyAnswers("abort", "v1", X);
     traffic.mark("canary 1 end");
     const report = traffic.report("canary 1", "canary 1 end");
     assertNoFailures(report, "canary start, 25 % split, abort");
@@ -269,7 +136,7 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
   it("a canary at 40 % serves 50 % (2 of 4 replicas, said in status) and mlmodel promote moves every answer to v2: zero failed requests", async () => {
     traffic.mark("canary 2");
     await applyModel(bed, spec(v2, 40));
-    const { paused } = await measureSplit("40 % asked", 2, 2);
+    const paused = await live.measureSplit("40 % asked", 2, 2);
     const c = paused.status!.canary!;
     assert.deepEqual(
       [c.trafficPercent, c.effectivePercent, c.exact, c.mode],
@@ -280,15 +147,15 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
     const X = c.revision!;
     const S = c.stableRevision!;
 
-    const out = await mlmodel(["promote", name]);
+    const out = await live.mlmodel(["promote", name]);
     assert.match(out, /promoting the canary of revision/);
-    const promoted = await canaryEnded("Promoted", X, "v2");
+    const promoted = await live.canaryEnded("Promoted", X, "v2");
     assert.deepEqual(
       [promoted.status?.revision?.lastReady, promoted.status?.canary?.reason],
       [X, "PromotedByUser"],
     );
-    await onlyAnswers("promote", "v2", S);
-    const pods = await servingPods();
+    await live.onlyAnswers("promote", "v2", S);
+    const pods = await live.servingPods();
     assert.deepEqual(
       pods.map((p) => [p.revision, p.canary, p.ready]),
       Array.from({ length: replicas }, () => [X, false, true]),
@@ -302,11 +169,11 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
 
   it("a canary that crash-loops for real is aborted on its own: v2 answers every request, none fails", async () => {
     const stable = (await getModel(bed.admin, bed.ns.name, name))!.status!.revision!.lastReady!;
-    const stablePods = (await servingPods()).map((p) => p.name);
+    const stablePods = (await live.servingPods()).map((p) => p.name);
     traffic.mark("canary 3");
     await applyModel(bed, spec(v3, 25));
     // The last canary was Promoted: Aborted can only be this one's end.
-    const aborted = await canaryEnded("Aborted", stable, "v2");
+    const aborted = await live.canaryEnded("Aborted", stable, "v2");
     const X = aborted.status!.canary!.revision!;
     assert.equal(aborted.status?.canary?.reason, "CrashLoopBackOff", JSON.stringify(aborted.status?.canary));
     assert.deepEqual(
@@ -315,9 +182,9 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
       "recorded like an automatic rollback",
     );
     assert.equal(aborted.spec.model.uri, v3.uri, "the spec is left as written");
-    await onlyAnswers("crash-loop abort", "v2", X);
+    await live.onlyAnswers("crash-loop abort", "v2", X);
     assert.deepEqual(
-      (await servingPods()).map((p) => p.name),
+      (await live.servingPods()).map((p) => p.name),
       stablePods,
       "the same stable pods throughout: a canary that is never ready takes no replica from the stable",
     );

@@ -17,6 +17,13 @@ import type { Traffic, TrafficReport } from "../../harness/traffic.ts";
 export const liveTrafficSuiteTimeoutMs = 40 * 60_000;
 
 /**
+ * The before hook of a live-traffic file: it waits for the node (holdNodeForTraffic) and then
+ * deploys. Without its own timeout a hook gets the runner's per-test one (15 minutes), which a
+ * wait behind another file's run can use up (seen: a suite failed after 900 s, all of it waiting).
+ */
+export const liveTrafficHook = { timeout: liveTrafficSuiteTimeoutMs };
+
+/**
  * One file at a time sends live traffic to the run's real node. npm test runs three files at
  * once, and a file that starts MLServer pods and asserts zero failed requests cannot share the
  * 2-core machine with another such file: with canary-traffic.test.ts beside it, rollout.test.ts's

@@ -30,6 +30,7 @@ import {
 import {
   assertNoFailures,
   holdNodeForTraffic,
+  liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
   moreAnswers,
 } from "./live-traffic.ts";
@@ -76,7 +77,7 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
       maxDurationMs,
     }).start();
     await moreAnswers(traffic, ratePerSecond * 2, "v1 serving");
-  });
+  }, liveTrafficHook);
   after(async () => {
     try {
       await traffic?.stop();
