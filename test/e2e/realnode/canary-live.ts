@@ -8,15 +8,27 @@ import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
+import { inferV2, type SampleModel } from "../../../src/images/sample-model.ts";
 import { trackLabel } from "../../../src/operator/canary/desired.ts";
 import { labels } from "../../../src/operator/names.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { checkShare, describeShare } from "../../harness/share.ts";
-import type { Traffic, TrafficReport } from "../../harness/traffic.ts";
+import { Traffic, type TrafficReport, versionClassifier } from "../../harness/traffic.ts";
 import { isReady, repoRoot } from "../operator/helpers.ts";
-import { type RealNodeBed, waitForModel } from "./fixture.ts";
+import { endpointOf, firstAnswer, type RealNodeBed, waitForModel } from "./fixture.ts";
 import { assertNoFailures, moreAnswers } from "./live-traffic.ts";
+
+/** The model, its replicas and the traffic of the real-node canary files. */
+export const canaryTraffic = {
+  name: "iris",
+  replicas: 4,
+  ratePerSecond: 30,
+  /** Requests judged for each split's share. */
+  sharedRequests: 1500,
+  // Bounds: a file sends at most this many requests, for at most this long.
+  maxDurationMs: 25 * 60_000,
+} as const;
 
 /** A serving pod as kube-proxy sees it: its revision, canary or not, ready, terminating. */
 export interface ServingPod {
@@ -170,4 +182,41 @@ export function canaryUnderTraffic(options: {
   }
 
   return { servingPods: modelPods, answers, mlmodel, measureSplit, canaryEnded, onlyAnswers };
+}
+
+/**
+ * Once v1 is Ready on every replica (each pod ready, none terminating) and answers through its
+ * Service: live traffic that tells v1's answers from v2's, and the helpers over it.
+ */
+export async function startCanaryTraffic(
+  bed: RealNodeBed,
+  v1: SampleModel,
+  v2: SampleModel,
+): Promise<{
+  ready: MLModel;
+  traffic: Traffic<unknown>;
+  live: CanaryUnderTraffic;
+}> {
+  const { name, replicas, ratePerSecond, sharedRequests, maxDurationMs } = canaryTraffic;
+  const ready = await waitForModel(bed, name, `v1 Ready on ${replicas} pods`, async (m) => {
+    const pods = await servingPods(bed, name);
+    return (
+      m.status?.phase === "Ready" &&
+      m.status.observedGeneration === m.metadata.generation &&
+      pods.length === replicas &&
+      pods.every((p) => p.ready && !p.terminating)
+    );
+  });
+  const endpoint = await endpointOf(bed, ready);
+  assert.deepEqual((await firstAnswer(endpoint, v1)).data, v1.predictions);
+  const traffic = new Traffic({
+    send: () => inferV2(endpoint, name, v1.inputs),
+    judge: versionClassifier({ v1: v1.predictions, v2: v2.predictions }),
+    ratePerSecond,
+    maxRequests: ratePerSecond * (maxDurationMs / 1000),
+    maxDurationMs,
+  }).start() as Traffic<unknown>;
+  const live = canaryUnderTraffic({ bed, name, replicas, traffic, ratePerSecond, sharedRequests });
+  await live.answers(ratePerSecond * 2, "v1 serving");
+  return { ready, traffic, live };
 }

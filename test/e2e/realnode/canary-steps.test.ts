@@ -20,17 +20,15 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { recipeFor } from "../../../src/images/index.ts";
-import { inferV2, type SampleModel } from "../../../src/images/sample-model.ts";
+import type { SampleModel } from "../../../src/images/sample-model.ts";
 import { OperatorProcess, operatorKubeconfig, waitReady } from "../../chaos/operator-process.ts";
 import { kubeConfig } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
-import { Traffic, versionClassifier } from "../../harness/traffic.ts";
-import { type CanaryUnderTraffic, canaryUnderTraffic, figures, servingPods } from "./canary-live.ts";
+import type { Traffic } from "../../harness/traffic.ts";
+import { type CanaryUnderTraffic, canaryTraffic, figures, startCanaryTraffic } from "./canary-live.ts";
 import {
   applyCaSecret,
   applyModel,
-  endpointOf,
-  firstAnswer,
   publishSample,
   type RealNodeBed,
   realNodeBed,
@@ -47,12 +45,7 @@ import {
   liveTrafficSuiteTimeoutMs,
 } from "./live-traffic.ts";
 
-const name = "iris";
-const replicas = 4;
-const ratePerSecond = 30;
-const sharedRequests = 1500;
-const maxDurationMs = 25 * 60_000;
-const maxRequests = ratePerSecond * (maxDurationMs / 1000);
+const { name, replicas, ratePerSecond } = canaryTraffic;
 /** Step 1's timed pause: long enough to kill and restart the operator inside it. */
 const firstPauseSeconds = 40;
 
@@ -65,7 +58,7 @@ describe("canary steps under live traffic through operator SIGKILLs", {
   let v1: SampleModel & { uri: string };
   let v2: SampleModel & { uri: string };
   let releaseNode: (() => Promise<void>) | undefined;
-  let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
+  let traffic: Traffic<unknown>;
   let live: CanaryUnderTraffic;
   let operator: OperatorProcess | undefined;
   let history: StatusRecorder | undefined;
@@ -110,26 +103,7 @@ describe("canary steps under live traffic through operator SIGKILLs", {
     ]);
     await applyCaSecret(bed);
     await applyModel(bed, spec(v1));
-    const ready = await waitForModel(bed, name, `v1 Ready on ${replicas} pods`, async (m) => {
-      const pods = await servingPods(bed, name);
-      return (
-        m.status?.phase === "Ready" &&
-        m.status.observedGeneration === m.metadata.generation &&
-        pods.length === replicas &&
-        pods.every((p) => p.ready && !p.terminating)
-      );
-    });
-    const endpoint = await endpointOf(bed, ready);
-    assert.deepEqual((await firstAnswer(endpoint, v1)).data, v1.predictions);
-    traffic = new Traffic({
-      send: () => inferV2(endpoint, name, v1.inputs),
-      judge: versionClassifier({ v1: v1.predictions, v2: v2.predictions }),
-      ratePerSecond,
-      maxRequests,
-      maxDurationMs,
-    }).start();
-    live = canaryUnderTraffic({ bed, name, replicas, traffic, ratePerSecond, sharedRequests });
-    await live.answers(ratePerSecond * 2, "v1 serving");
+    ({ traffic, live } = await startCanaryTraffic(bed, v1, v2));
     history = recordStatuses(bed, name);
   }, liveTrafficHook);
   after(async () => {

@@ -24,21 +24,18 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
-import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
-import { Traffic, versionClassifier } from "../../harness/traffic.ts";
+import type { SampleModel } from "../../../src/images/sample-model.ts";
+import type { Traffic } from "../../harness/traffic.ts";
 import { getModel } from "../operator/helpers.ts";
-import { type CanaryUnderTraffic, canaryUnderTraffic, figures, servingPods } from "./canary-live.ts";
+import { type CanaryUnderTraffic, canaryTraffic, figures, startCanaryTraffic } from "./canary-live.ts";
 import {
   applyCaSecret,
   applyModel,
-  endpointOf,
-  firstAnswer,
   publishSample,
   type RealNodeBed,
   realNodeBed,
   removeRealNodeBed,
   sklearnModel,
-  waitForModel,
 } from "./fixture.ts";
 import {
   assertNoFailures,
@@ -47,23 +44,15 @@ import {
   liveTrafficSuiteTimeoutMs,
 } from "./live-traffic.ts";
 
-const name = "iris";
-const replicas = 4;
-const ratePerSecond = 30;
-/** Requests judged for each split's share. */
-const sharedRequests = 1500;
-// Bounds: the whole test sends at most this many requests, for at most this long.
-const maxDurationMs = 25 * 60_000;
-const maxRequests = ratePerSecond * (maxDurationMs / 1000);
+const { name, replicas } = canaryTraffic;
 
 describe("canaries under live traffic on a real node", { timeout: liveTrafficSuiteTimeoutMs }, () => {
   let bed: RealNodeBed;
   let v1: SampleModel & { uri: string };
   let v2: SampleModel & { uri: string };
   let v3: SampleModel & { uri: string };
-  let endpoint: ServiceEndpoint;
   let releaseNode: (() => Promise<void>) | undefined;
-  let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
+  let traffic: Traffic<unknown>;
   let live: CanaryUnderTraffic;
 
   const spec = (model: SampleModel & { uri: string }, trafficPercent: number): MLModel =>
@@ -79,27 +68,9 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
     ]);
     await applyCaSecret(bed);
     await applyModel(bed, spec(v1, 25));
-    const ready = await waitForModel(bed, name, `v1 Ready on ${replicas} pods`, async (m) => {
-      const pods = await servingPods(bed, name);
-      return (
-        m.status?.phase === "Ready" &&
-        m.status.observedGeneration === m.metadata.generation &&
-        pods.length === replicas &&
-        pods.every((p) => p.ready && !p.terminating)
-      );
-    });
+    let ready: MLModel;
+    ({ ready, traffic, live } = await startCanaryTraffic(bed, v1, v2));
     assert.equal(ready.status?.canary, undefined, "a model's first revision rolls out directly");
-    endpoint = await endpointOf(bed, ready);
-    assert.deepEqual((await firstAnswer(endpoint, v1)).data, v1.predictions);
-    traffic = new Traffic({
-      send: () => inferV2(endpoint, name, v1.inputs),
-      judge: versionClassifier({ v1: v1.predictions, v2: v2.predictions }),
-      ratePerSecond,
-      maxRequests,
-      maxDurationMs,
-    }).start();
-    live = canaryUnderTraffic({ bed, name, replicas, traffic, ratePerSecond, sharedRequests });
-    await live.answers(ratePerSecond * 2, "v1 serving");
   }, liveTrafficHook);
   after(async () => {
     try {
