@@ -77,6 +77,12 @@ export interface ConvergeResult {
   latencies: number[];
 }
 
+/** One line of a converge's figures (everything but the per-model latencies). */
+export function convergeFigures(c: ConvergeResult): string {
+  const { latencies: _, ...figures } = c;
+  return JSON.stringify(figures);
+}
+
 export interface SteadyResult {
   /** The idle window starts this long after the last model was Ready. */
   settleSeconds: number;
@@ -620,6 +626,9 @@ export async function runOperatorBench(
       opts.log(`converge: creating ${opts.models} ${opts.path}-path models`);
       result.converge = await converge(cluster, operator, ns, names, opts, tracker);
       opts.log(`converge: ${result.converge.seconds}s`);
+      // Said now, not only in the summary at the end: a long run (N = 10,000 took 93 minutes)
+      // stopped before its floor would otherwise lose them.
+      opts.log(`converge figures: ${convergeFigures(result.converge)}`);
       if (opts.series.has("steady")) {
         opts.log(`steady: idle for ${opts.idleSeconds}s from ${settleMs / 1000}s after the last Ready`);
         result.steady = await steady(cluster, operator, opts.idleSeconds, {
