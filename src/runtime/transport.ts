@@ -8,10 +8,16 @@
  * A controller makes a handful of small JSON requests per object and a few long watches:
  * the fetch API's streams buy it nothing.
  */
-import http from "node:http";
-import https from "node:https";
+import type * as Http from "node:http";
+import type * as Https from "node:https";
 import { isIP } from "node:net";
 import tls from "node:tls";
+
+// node:http and node:https through getBuiltinModule, not `import`: an ES import of a built-in
+// reads every export, and node:http's WebSocket, CloseEvent and MessageEvent getters load
+// Node's bundled undici (see src/runtime/server.ts; bench/README.md, phase C).
+const http = process.getBuiltinModule("node:http");
+const https = process.getBuiltinModule("node:https");
 
 /** TLS of the connection: the server's CA, SNI name, verification, and a client certificate. */
 export interface TlsSettings {
@@ -43,7 +49,7 @@ export interface HttpRequest {
 export class NodeTransport {
   readonly #https: boolean;
   readonly #target: Target | undefined;
-  #agent: http.Agent | undefined;
+  #agent: Http.Agent | undefined;
   #tls: TlsSettings | undefined;
 
   constructor(server: string) {
@@ -75,7 +81,7 @@ export class NodeTransport {
     this.#agent = undefined;
   }
 
-  #agentFor(tls: TlsSettings | undefined): http.Agent {
+  #agentFor(tls: TlsSettings | undefined): Http.Agent {
     if (this.#agent && tls === this.#tls) return this.#agent;
     // The previous pool's free sockets go now; its busy ones close when their request ends.
     const old = this.#agent;
@@ -96,7 +102,7 @@ export class NodeTransport {
  * One SecureContext for the pool: without it every new connection parses the CA and the
  * client key again (Node builds a context per tls.connect when given PEM options).
  */
-function tlsOptions(settings: TlsSettings | undefined, target: Target | undefined): https.AgentOptions {
+function tlsOptions(settings: TlsSettings | undefined, target: Target | undefined): Https.AgentOptions {
   const { ca, cert, key, rejectUnauthorized } = settings ?? {};
   // The SNI name as Node would work it out from the Host header for every request (an IP
   // address sends none), worked out once: that took a tenth of each request's client CPU.
@@ -144,7 +150,7 @@ function targetOf(server: string): Target | undefined {
 }
 
 /** Where `url` goes: the parsed server's host with the path, or the URL itself elsewhere. */
-function destination(url: string, target: Target | undefined): string | http.RequestOptions {
+function destination(url: string, target: Target | undefined): string | Http.RequestOptions {
   if (!target || !url.startsWith(target.origin)) return url;
   const path = url.slice(target.origin.length);
   if (path !== "" && path[0] !== "/" && path[0] !== "?") return url; // another host, e.g. origin:8443
@@ -152,12 +158,12 @@ function destination(url: string, target: Target | undefined): string | http.Req
   return { protocol, hostname, ...(port ? { port } : {}), path: path || "/" };
 }
 
-function once(req: HttpRequest, agent: http.Agent, target: Target | undefined): Promise<HttpResponse> {
+function once(req: HttpRequest, agent: Http.Agent, target: Target | undefined): Promise<HttpResponse> {
   const headers: Record<string, string | number> = { ...req.headers };
   if (req.body !== undefined) headers["Content-Length"] = Buffer.byteLength(req.body);
   const send = req.url.startsWith("https:") ? https.request : http.request;
   const where = destination(req.url, target);
-  const options: http.RequestOptions = {
+  const options: Http.RequestOptions = {
     method: req.method,
     headers,
     agent,
@@ -189,7 +195,7 @@ function once(req: HttpRequest, agent: http.Agent, target: Target | undefined): 
  * The body's chunks. An abort while the body streams surfaces from Node as a plain "aborted"
  * error; it is reported as the AbortError it is (as before headers arrived, and as fetch does).
  */
-async function* chunks(res: http.IncomingMessage, signal: AbortSignal | undefined): AsyncGenerator<Buffer> {
+async function* chunks(res: Http.IncomingMessage, signal: AbortSignal | undefined): AsyncGenerator<Buffer> {
   try {
     for await (const chunk of res) yield chunk as Buffer;
   } catch (err) {
@@ -200,7 +206,7 @@ async function* chunks(res: http.IncomingMessage, signal: AbortSignal | undefine
   }
 }
 
-async function readAll(res: http.IncomingMessage, signal: AbortSignal | undefined): Promise<string> {
+async function readAll(res: Http.IncomingMessage, signal: AbortSignal | undefined): Promise<string> {
   const parts: Buffer[] = [];
   for await (const chunk of chunks(res, signal)) parts.push(chunk);
   return parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts).toString("utf8");
