@@ -250,14 +250,15 @@ function runNodeTest(testFiles: string[], env: NodeJS.ProcessEnv, concurrency: n
   const summaryDir = mkdtempSync(join(tmpdir(), "mlmodel-test-summary-"));
   const summaryFile = join(summaryDir, "summary.jsonl");
   const reporter = pathToFileURL(join(root, "test", "harness", "summary-reporter.ts")).href;
+  const exitAfterTests = pathToFileURL(join(root, "test", "harness", "exit-after-tests.ts")).href;
   try {
     const result = spawnSync(
       process.execPath,
       [
         "--test",
-        // A file whose tests have all ended exits even if it leaked a timer or a socket: otherwise
-        // one leak (seen after a failed before hook) hangs the whole run, and CI, forever.
-        "--test-force-exit",
+        // A file whose tests have all ended exits even if it leaked a timer or a socket (not
+        // --test-force-exit, which could lose a file's last results: see exit-after-tests.ts).
+        `--import=${exitAfterTests}`,
         `--test-concurrency=${concurrency}`,
         "--test-timeout=900000",
         "--test-reporter=spec",

@@ -8,11 +8,8 @@
  * --real-node (start-real-node.ts) a real scikit-learn model is downloaded and served by real
  * pods, and the curl command that returns its prediction is printed.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import pino from "pino";
-import { parseAllDocuments } from "yaml";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { status as clusterStatus, defaultClusterDir, kubeconfigPath, up } from "../../cluster/index.ts";

@@ -23,7 +23,8 @@ function runTests(...files: string[]) {
   const r = spawnSync(process.execPath, [join(repoRoot, "scripts", "test.ts"), "--only", ...files], {
     cwd: repoRoot,
     encoding: "utf8",
-    env: plainEnv(),
+    // A leaking fixture is ended 2 s after its tests, not the suite's 120 s.
+    env: plainEnv({ MLMODEL_TEST_LEAK_GRACE_MS: "2000" }),
   });
   return { status: r.status, out: `${r.stdout}\n${r.stderr}` };
 }
@@ -43,6 +44,22 @@ describe("scripts/test.ts", () => {
     assert.equal(r.status, 0, r.out);
     assert.match(r.out, /# summary: 1 passed, 0 failed, 0 cancelled, 1 skipped, 1 todo \(3 tests\)/);
     assert.match(r.out, /# PASSED/);
+  });
+});
+
+describe("a file that leaks a timer after its tests", () => {
+  it("is ended once its tests are done, its results counted, and named", () => {
+    const r = runTests(join(fixtures, "leaks-a-timer.ts"));
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, /# summary: 2 passed, 0 failed, 0 cancelled, 0 skipped, 0 todo \(2 tests\)/);
+    assert.match(r.out, /leaks-a-timer\.ts: still running 2 s after its last test/);
+  });
+
+  it("still fails the run when a test of it failed", () => {
+    const r = runTests(join(fixtures, "leaks-and-fails.ts"));
+    assert.equal(r.status, 1, r.out);
+    assert.match(r.out, /# summary: 0 passed, 1 failed, 0 cancelled, 0 skipped, 0 todo \(1 tests\)/);
+    assert.match(r.out, /leaks-and-fails\.ts: still running/);
   });
 });
 
