@@ -37,8 +37,8 @@ import {
   terminationLogPath,
 } from "../downloader/contract.ts";
 import { uriHasSecrets } from "../downloader/redact.ts";
-import type { OwnerReference } from "../runtime/index.ts";
-import { childLabels, childNames, labels, servingSelector, shortHash } from "./names.ts";
+import { deepFreeze, type OwnerReference } from "../runtime/index.ts";
+import { canonicalJson, childLabels, childNames, labels, servingSelector, shortHash } from "./names.ts";
 import { defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
 
 const volumeNames = {
@@ -97,6 +97,10 @@ export function desiredStorage(
   plan: ServingPlan,
   owner: OwnerReference,
 ): V1PersistentVolumeClaim | undefined {
+  return memoChild(plan, ["PersistentVolumeClaim", owner], () => storageOf(plan, owner));
+}
+
+function storageOf(plan: ServingPlan, owner: OwnerReference): V1PersistentVolumeClaim | undefined {
   if (plan.source.type !== "download") return undefined;
   const storage = plan.spec.storage;
   return {
@@ -211,6 +215,10 @@ export function desiredDownloadJob(
   owner: OwnerReference,
   config: OperatorConfig,
 ): V1Job | undefined {
+  return memoChild(plan, ["Job", owner, config], () => downloadJobOf(plan, owner, config));
+}
+
+function downloadJobOf(plan: ServingPlan, owner: OwnerReference, config: OperatorConfig): V1Job | undefined {
   const source = plan.source;
   if (source.type !== "download") return undefined;
   const creds = credentialVolume(plan);
@@ -338,6 +346,28 @@ function modelVolume(plan: ServingPlan): { volumes: V1Volume[]; mounts: V1Volume
 }
 
 /**
+ * The desired children of each plan, made once per plan and further inputs (the owner, the
+ * replicas, the operator's settings) and deep-frozen: a reconcile whose plan did not change
+ * (plan.ts, `planned`) gets the very objects the last one applied, whose hashes are memoized
+ * on them (drift.ts, withAppliedHash). They live as long as their plan.
+ */
+const childrenOfPlan = new WeakMap<ServingPlan, Map<string, unknown>>();
+
+function memoChild<T>(plan: ServingPlan, inputs: readonly unknown[], make: () => T): T {
+  if (!Object.isFrozen(plan)) return make();
+  let children = childrenOfPlan.get(plan);
+  if (!children) {
+    children = new Map();
+    childrenOfPlan.set(plan, children);
+  }
+  const key = canonicalJson(inputs);
+  if (children.has(key)) return children.get(key) as T;
+  const child = deepFreeze(make()) as T;
+  children.set(key, child);
+  return child;
+}
+
+/**
  * The revision of each plan, worked out once: a reconcile asks for it three times (decide,
  * the Deployment, the status), and hashing the pod spec is most of the cost. Keyed on the plan
  * object, which nothing changes once planned (a new spec, runtime or revision is a new plan).
@@ -444,9 +474,13 @@ export function desiredDeployment(
   owner: OwnerReference,
   live: LiveScaling = {},
 ): V1Deployment {
+  const replicas = plan.replicas ?? replicasUntilAutoscaled(plan, live);
+  return memoChild(plan, ["Deployment", owner, replicas ?? null], () => deploymentOf(plan, owner, replicas));
+}
+
+function deploymentOf(plan: ServingPlan, owner: OwnerReference, replicas: number | undefined): V1Deployment {
   const { template } = servingPodTemplate(plan);
   const { rollout } = plan.spec;
-  const replicas = plan.replicas ?? replicasUntilAutoscaled(plan, live);
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -466,6 +500,10 @@ export function desiredDeployment(
 }
 
 export function desiredService(plan: ServingPlan, owner: OwnerReference): V1Service {
+  return memoChild(plan, ["Service", owner], () => serviceOf(plan, owner));
+}
+
+function serviceOf(plan: ServingPlan, owner: OwnerReference): V1Service {
   return {
     apiVersion: "v1",
     kind: "Service",

@@ -7,14 +7,26 @@
  * Fields the API server or other controllers add (defaults, status, nodePort, ...) are ignored,
  * which is where the tfserving-operator went wrong (it diffed against server defaults).
  */
+import { deepFreeze } from "../runtime/index.ts";
+import { memoOnFrozen } from "./memo.ts";
 import { annotations, shortHash } from "./names.ts";
 
 interface WithMeta {
   metadata?: { annotations?: Record<string, string> } & Record<string, unknown>;
 }
 
-/** The desired object with the hash of itself recorded in an annotation. */
+/**
+ * The desired object with the hash of itself recorded in an annotation. Worked out once for a
+ * frozen desired object (desired.ts memoizes them per plan): hashing a Deployment is most of
+ * what deciding whether to apply it costs.
+ */
 export function withAppliedHash<T extends WithMeta>(desired: T): T {
+  return Object.isFrozen(desired) ? (hashedFrozen(desired) as T) : addAppliedHash(desired);
+}
+
+const hashedFrozen = memoOnFrozen((desired: WithMeta) => deepFreeze(addAppliedHash(desired)));
+
+function addAppliedHash<T extends WithMeta>(desired: T): T {
   const hash = shortHash(desired);
   return {
     ...desired,

@@ -2,7 +2,8 @@
  * Names, labels and annotations of the objects the operator creates. One place, so the
  * reconciler, the status function and the watches' map functions agree.
  */
-import { createHash } from "node:crypto";
+// node:crypto through getBuiltinModule, not `import` (see src/runtime/events.ts).
+const { createHash } = process.getBuiltinModule("node:crypto");
 
 export const fieldManager = "mlmodel-operator";
 export const operatorName = "mlmodel-operator";

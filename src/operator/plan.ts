@@ -13,6 +13,7 @@ import {
 import { defaultCredentialsDir } from "../downloader/contract.ts";
 import { redactUri } from "../downloader/redact.ts";
 import { deepFreeze } from "../runtime/index.ts";
+import { keptInput, sameData } from "./memo.ts";
 import { childNames, shortHash } from "./names.ts";
 import type { ResolvedRuntime } from "./runtime-selection.ts";
 
@@ -255,4 +256,68 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: R
     readinessPath: rt?.readinessPath?.replaceAll("$(MODEL_NAME)", modelName),
     runAsUser: rt?.runAsUser ?? defaults.runAsUser,
   }) as ServingPlan;
+}
+
+/** Models whose recent plans are kept (planned): more than a rollout keeps in flight at once. */
+export const plannedModels = 512;
+/** Plans kept per model: the spec's, a rollback's or a canary's revision, and a spare. */
+const plansPerModel = 4;
+
+interface PlanInputs {
+  name: string | undefined;
+  namespace: string | undefined;
+  spec: MLModelSpec;
+  runtimeRef: string;
+  runtimeSpec: ResolvedRuntime["spec"];
+  content: string | undefined;
+  uriSecret: string | undefined;
+}
+
+/** The last plans of the last `plannedModels` models, by uid, the most recently used last. */
+const plansByModel = new Map<string, { inputs: PlanInputs; plan: ServingPlan }[]>();
+
+/**
+ * planModel, remembered: the same plan object for the same inputs (the model's name,
+ * namespace and spec, the runtime, the recorded source), compared as data, so a reconcile of a
+ * model whose inputs did not change neither plans nor hashes its revision again (the revision,
+ * desired children and their hashes are memoized on the plan object). A changed input is a
+ * new plan; a model's plans are kept by uid, for the `plannedModels` models used last.
+ */
+export function planned(model: MLModel, runtime: ResolvedRuntime, recorded?: RecordedSource): ServingPlan {
+  const uid = model.metadata.uid;
+  if (!uid) return planModel(model, runtime, recorded);
+  const entries = plansByModel.get(uid) ?? [];
+  const found = entries.find((e) => sameInputs(e.inputs, model, runtime, recorded));
+  const plan = found?.plan ?? planModel(model, runtime, recorded);
+  const rest = entries.filter((e) => e !== found);
+  const inputs: PlanInputs = found?.inputs ?? {
+    name: model.metadata.name,
+    namespace: model.metadata.namespace,
+    spec: keptInput(model.spec),
+    runtimeRef: runtime.ref,
+    runtimeSpec: keptInput(runtime.spec),
+    content: recorded?.content,
+    uriSecret: recorded?.uriSecret,
+  };
+  plansByModel.delete(uid); // re-inserted last: the map stays in order of use
+  plansByModel.set(uid, [{ inputs, plan }, ...rest].slice(0, plansPerModel));
+  if (plansByModel.size > plannedModels) plansByModel.delete(plansByModel.keys().next().value!);
+  return plan;
+}
+
+function sameInputs(
+  kept: PlanInputs,
+  model: MLModel,
+  runtime: ResolvedRuntime,
+  recorded: RecordedSource | undefined,
+): boolean {
+  return (
+    kept.name === model.metadata.name &&
+    kept.namespace === model.metadata.namespace &&
+    kept.runtimeRef === runtime.ref &&
+    kept.content === recorded?.content &&
+    kept.uriSecret === recorded?.uriSecret &&
+    sameData(kept.spec, model.spec) &&
+    sameData(kept.runtimeSpec, runtime.spec)
+  );
 }

@@ -230,12 +230,22 @@ export class KubeClient {
 
   /** Server-side apply: the server merges `obj` as owned by `fieldManager`. */
   apply<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T, opts: ApplyOptions): Promise<T> {
-    return this.#apply(kind, obj, opts, undefined);
+    return this.#apply(kind, obj, opts, undefined, false) as Promise<T>;
+  }
+
+  /**
+   * Server-side apply whose answer is not wanted: the body of a success is read to its end and
+   * dropped, never parsed (an error's body is parsed for its message as always). For writers
+   * that ignore the stored object (a child applied when it drifted): a Deployment's answer,
+   * with its managedFields and status, is several KiB of JSON to parse and collect.
+   */
+  async applyDiscardingAnswer(kind: ResourceKind, obj: KubeObject, opts: ApplyOptions): Promise<void> {
+    await this.#apply(kind, obj, opts, undefined, true);
   }
 
   /** Server-side apply on the status subresource (only `status` of `obj` is taken). */
   applyStatus<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T, opts: ApplyOptions): Promise<T> {
-    return this.#apply(kind, obj, opts, "status");
+    return this.#apply(kind, obj, opts, "status", false) as Promise<T>;
   }
 
   async patch<T extends KubeObject = KubeObject>(
@@ -245,22 +255,7 @@ export class KubeClient {
     type: PatchType,
     opts: { subresource?: string; fieldManager?: string; force?: boolean; signal?: AbortSignal } = {},
   ): Promise<T> {
-    const contentType = PATCH_CONTENT_TYPES[type];
-    if (!contentType) {
-      throw new TypeError(
-        `patch type "${String(type)}" is not one of ${Object.keys(PATCH_CONTENT_TYPES).join(", ")}`,
-      );
-    }
-    const query = new URLSearchParams();
-    setParam(query, "fieldManager", opts.fieldManager);
-    if (opts.force) query.set("force", "true");
-    const verb: Verb = type === "apply" ? "apply" : "patch";
-    return (await this.#json(verb, "PATCH", objectPath(kind, key, opts.subresource), {
-      query,
-      body: JSON.stringify(patch),
-      contentType,
-      ...opts,
-    })) as T;
+    return (await this.#patch(kind, key, patch, type, opts, false)) as T;
   }
 
   /** Deletes; resolves false if the object was already gone (404). */
@@ -270,7 +265,14 @@ export class KubeClient {
     if (opts.preconditions) body["preconditions"] = opts.preconditions;
     if (opts.gracePeriodSeconds !== undefined) body["gracePeriodSeconds"] = opts.gracePeriodSeconds;
     try {
-      await this.#json("delete", "DELETE", objectPath(kind, key), { body: JSON.stringify(body), ...opts });
+      // The answer (the object as deleted, or a Status) is not read: drained, not parsed.
+      await this.#request(
+        "delete",
+        "DELETE",
+        objectPath(kind, key),
+        { body: JSON.stringify(body), ...opts },
+        true,
+      );
       return true;
     } catch (err) {
       if (err instanceof ApiError && err.code === 404) return false;
@@ -329,12 +331,13 @@ export class KubeClient {
     }
   }
 
-  #apply<T extends KubeObject>(
+  #apply(
     kind: ResourceKind,
-    obj: T,
+    obj: KubeObject,
     opts: ApplyOptions,
     subresource: string | undefined,
-  ): Promise<T> {
+    discard: boolean,
+  ): Promise<unknown> {
     if (!opts?.fieldManager) {
       throw new TypeError(`apply of ${kindName(kind)} needs opts.fieldManager (e.g. "mlmodel-operator")`);
     }
@@ -344,16 +347,56 @@ export class KubeClient {
     if (subresource) patchOpts.subresource = subresource;
     if (opts.force !== undefined) patchOpts.force = opts.force;
     if (opts.signal) patchOpts.signal = opts.signal;
-    return this.patch<T>(kind, keyOf(kind, obj), withTypeMeta(kind, obj), "apply", patchOpts);
+    return this.#patch(kind, keyOf(kind, obj), withTypeMeta(kind, obj), "apply", patchOpts, discard);
   }
 
-  async #json(
+  #patch(
+    kind: ResourceKind,
+    key: ObjectKey,
+    patch: unknown,
+    type: PatchType,
+    opts: { subresource?: string; fieldManager?: string; force?: boolean; signal?: AbortSignal },
+    discard: boolean,
+  ): Promise<unknown> {
+    const contentType = PATCH_CONTENT_TYPES[type];
+    if (!contentType) {
+      throw new TypeError(
+        `patch type "${String(type)}" is not one of ${Object.keys(PATCH_CONTENT_TYPES).join(", ")}`,
+      );
+    }
+    const query = new URLSearchParams();
+    setParam(query, "fieldManager", opts.fieldManager);
+    if (opts.force) query.set("force", "true");
+    const verb: Verb = type === "apply" ? "apply" : "patch";
+    const path = objectPath(kind, key, opts.subresource);
+    return this.#request(
+      verb,
+      "PATCH",
+      path,
+      { query, body: JSON.stringify(patch), contentType, ...opts },
+      discard,
+    );
+  }
+
+  #json(
     verb: Verb,
     method: string,
     path: string,
     opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
   ): Promise<unknown> {
+    return this.#request(verb, method, path, opts, false);
+  }
+
+  /** One request: its answer parsed, or with `discard` read to the end and dropped (undefined). */
+  async #request(
+    verb: Verb,
+    method: string,
+    path: string,
+    opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
+    discard: boolean,
+  ): Promise<unknown> {
     const res = await this.#send(verb, method, path, opts);
+    if (discard) return void (await res.discard());
     const text = await res.text();
     return text ? JSON.parse(text) : undefined;
   }

@@ -33,6 +33,11 @@ export interface HttpResponse {
   status: number;
   header(name: string): string | undefined;
   text(): Promise<string>;
+  /**
+   * Reads the body to its end and drops it (the connection goes back to the pool): for an
+   * answer nobody reads, without collecting or decoding it.
+   */
+  discard(): Promise<void>;
   /** The body as it arrives (watches). Breaking out of the loop closes the connection. */
   body: AsyncIterable<Uint8Array>;
 }
@@ -184,7 +189,11 @@ function once(req: HttpRequest, agent: Http.Agent, target: Target | undefined): 
           return Array.isArray(v) ? v.join(", ") : v;
         },
         text: () => readAll(res, req.signal),
-        body: chunks(res, req.signal),
+        discard: () => drain(res, req.signal),
+        // Made when asked for (watches): most answers are read whole, by text or discard.
+        get body() {
+          return chunks(res, req.signal);
+        },
       });
     });
     request.end(req.body);
@@ -206,10 +215,43 @@ async function* chunks(res: Http.IncomingMessage, signal: AbortSignal | undefine
   }
 }
 
-async function readAll(res: Http.IncomingMessage, signal: AbortSignal | undefined): Promise<string> {
+/**
+ * The whole body as text. Read through "data" events, not an async iterator: an answer is one
+ * or a few chunks, and the iterator's promises per chunk cost more than the chunks.
+ */
+function readAll(res: Http.IncomingMessage, signal: AbortSignal | undefined): Promise<string> {
   const parts: Buffer[] = [];
-  for await (const chunk of chunks(res, signal)) parts.push(chunk);
-  return parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts).toString("utf8");
+  return read(res, signal, (chunk) => parts.push(chunk)).then(() =>
+    parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts).toString("utf8"),
+  );
+}
+
+/** Reads `res` to its end without keeping a byte; rejects as readAll does when it is cut short. */
+function drain(res: Http.IncomingMessage, signal: AbortSignal | undefined): Promise<void> {
+  return read(res, signal, undefined);
+}
+
+/**
+ * Reads `res` to its end, handing each chunk to `onChunk` (none: dropped). Rejects when the
+ * body is cut short: with the AbortError of an abort, else the connection's error.
+ */
+function read(
+  res: Http.IncomingMessage,
+  signal: AbortSignal | undefined,
+  onChunk: ((chunk: Buffer) => void) | undefined,
+): Promise<void> {
+  if (res.complete && res.readableEnded) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const fail = (err: unknown) => reject(signal?.aborted ? abortError(err) : err);
+    res.once("end", resolve);
+    res.once("error", fail);
+    // A connection closed before the end emits "close" without "end" (and maybe no error).
+    res.once("close", () => {
+      if (!res.complete) fail(Object.assign(new Error("aborted"), { code: "ECONNRESET" }));
+    });
+    if (onChunk) res.on("data", onChunk);
+    else res.resume();
+  });
 }
 
 function abortError(cause: unknown): Error {

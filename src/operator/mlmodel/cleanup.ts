@@ -90,7 +90,7 @@ export async function cleanup(ctx: WriteContext, steps: readonly CleanupStep[]):
       continue;
     }
     ctx.log.info({ job: step.job.metadata?.name }, "pruning old model versions from storage");
-    await ctx.client.apply(builtinKinds.Job, step.job as KubeObject, {
+    await ctx.client.applyDiscardingAnswer(builtinKinds.Job, step.job as KubeObject, {
       fieldManager,
       force: true,
       signal: ctx.signal,

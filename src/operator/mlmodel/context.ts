@@ -15,11 +15,14 @@ import type {
 } from "../../runtime/index.ts";
 
 /**
- * The writes the MLModel reconciler makes, nothing more: server-side apply of children and of
- * the status, a merge patch of the status (clearing the downloader's fields), delete, and
+ * The writes the MLModel reconciler makes, nothing more: server-side apply of children (with
+ * or without reading the answer) and of the status, a merge patch of the status (clearing the downloader's fields), delete, and
  * create for the one kind it may create but never change (a URI Secret: RBAC grants no patch).
  */
-export type ModelClient = Pick<KubeClient, "apply" | "applyStatus" | "patch" | "delete" | "create">;
+export type ModelClient = Pick<
+  KubeClient,
+  "apply" | "applyDiscardingAnswer" | "applyStatus" | "patch" | "delete" | "create"
+>;
 
 /** What a stage that writes needs. */
 export interface WriteContext {

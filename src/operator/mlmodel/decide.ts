@@ -8,7 +8,7 @@ import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { builtinKinds, controllerOwnerRef, type ResourceKind } from "../../runtime/index.ts";
 import { needsUriSecret, servingPodTemplate } from "../desired.ts";
-import { PlanError, planModel, type RecordedSource, type ServingPlan } from "../plan.ts";
+import { PlanError, planned, type RecordedSource, type ServingPlan } from "../plan.ts";
 import { desiredRevision } from "../revisions.ts";
 import { activeRollback } from "../rollback.ts";
 import { resolveRuntime } from "../runtime-selection.ts";
@@ -106,7 +106,7 @@ function planFor(
   const resolution = resolveRuntime(model, runtimes.namespaced, runtimes.cluster);
   if (!resolution.ok) return { planFailure: resolution };
   try {
-    return { plan: planModel(model, resolution.runtime, recorded) };
+    return { plan: planned(model, resolution.runtime, recorded) };
   } catch (err) {
     if (!(err instanceof PlanError)) throw err;
     return { planFailure: { reason: err.reason, message: err.message } };

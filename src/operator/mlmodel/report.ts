@@ -9,6 +9,7 @@ import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
 import type { EventRecorder, EventType, KubeObject } from "../../runtime/index.ts";
 import { canaryEvent } from "../canary/status.ts";
+import { memoOnFrozen } from "../memo.ts";
 import { canonicalJson, fieldManager } from "../names.ts";
 import { justRolledBack } from "../rollback.ts";
 import { operatorOwned, transitionEvent } from "../status.ts";
@@ -24,9 +25,25 @@ import type { Observation } from "./observe.ts";
  * reported complete; a claim bound, a download pod started, then done), and each was a status
  * write: 3 to 7 per downloaded model where its steps take 3 (bench/README.md). A change of
  * phase, reason, generation, revision or canary is written at once; the rest lags by at most
- * this.
+ * this (downloadCountsSettleMs while downloading).
  */
 export const countsSettleMs = 2000;
+
+/**
+ * The same while the model downloads (phase Downloading): the claim bound, the download pod
+ * started (jobState Running, attempts 1) and the messages saying so are written once they are
+ * this old, or with the next step. A download pod that waited for its volume is tried again by
+ * the scheduler only after its backoff (1 to 10 s), and the Job completes a moment after its
+ * pod: with 2 s, the claim's binding was a status write of its own for a share of the models
+ * (bench/README.md, phase D). The download's own progress (bytes, percent) is the downloader's
+ * to write, at its own pace, and is not held.
+ */
+export const downloadCountsSettleMs = 15_000;
+
+/** How long a change of counts alone in `status` is held back (countsSettleMs). */
+export function settleMsFor(status: MLModelStatus): number {
+  return status.phase === "Downloading" ? downloadCountsSettleMs : countsSettleMs;
+}
 
 /**
  * Writes the status when it changed; returns how long to wait before reconciling again when
@@ -40,7 +57,7 @@ export async function report(
 ): Promise<number | undefined> {
   const { model } = o;
   const mine = written?.get(o.key);
-  if (canonicalJson(operatorOwned(status)) === canonicalJson(operatorOwned(model.status))) {
+  if (canonicalJson(operatorOwned(status)) === ownedJson(model.status)) {
     if (mine) mine.countsSince = undefined;
     return undefined;
   }
@@ -49,7 +66,7 @@ export async function report(
   // (an autoscaler's, a pod restarted) is written at once.
   if (mine && countsOnly(model.status, status)) {
     mine.countsSince ??= now;
-    const wait = mine.countsSince + countsSettleMs - now;
+    const wait = mine.countsSince + settleMsFor(status) - now;
     if (wait > 0) return wait;
   }
   const applied = await ctx.client.applyStatus<KubeObject>(
@@ -78,6 +95,17 @@ export async function report(
   const step = canaryEvent(model.status?.canary, status.canary);
   if (step) ctx.recorder.event(model, step.type, step.reason, step.message);
   return undefined;
+}
+
+/**
+ * The operator's part of a status as canonical JSON, worked out once for a cached (frozen)
+ * status: every reconcile compares its status with the cached one, and a model is reconciled
+ * several times per version of it.
+ */
+const frozenOwnedJson = memoOnFrozen((status: MLModelStatus) => canonicalJson(operatorOwned(status)));
+
+function ownedJson(status: MLModelStatus | undefined): string {
+  return status ? frozenOwnedJson(status) : canonicalJson(operatorOwned(status));
 }
 
 /** Whether `after` differs from `before` in counts and their messages alone (see countsSettleMs). */

@@ -102,6 +102,21 @@ describe("KubeClient (real API server)", () => {
     assert.equal((forced["data"] as Record<string, string>)["x"], "2");
     assert.throws(() => client.apply(CM, cm("ssa"), { fieldManager: "" }), /needs opts.fieldManager/);
 
+    // The same write with its answer dropped: nothing returned, the object written, an error
+    // still an ApiError with the server's code and reason (its body is parsed).
+    const unread = await client.applyDiscardingAnswer(CM, cm("ssa", { x: "3" }), {
+      fieldManager: "other",
+      force: true,
+    });
+    assert.equal(unread, undefined);
+    const stored = await client.get(CM, { namespace: ns.name, name: "ssa" });
+    assert.equal((stored?.["data"] as Record<string, string> | undefined)?.["x"], "3");
+    await assert.rejects(
+      client.applyDiscardingAnswer(CM, cm("ssa", { x: "4" }), { fieldManager: "rt-test" }),
+      (e: unknown) => e instanceof ApiError && e.code === 409 && e.reason === "Conflict",
+      "a conflict's Status is read for its code and reason",
+    );
+
     const crd = parse(
       readFileSync(new URL("../../../examples/podset/crd.yaml", import.meta.url), "utf8"),
     ) as KubeObject;

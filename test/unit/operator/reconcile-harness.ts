@@ -78,6 +78,11 @@ export class RecordingClient implements ModelClient {
     return this.#applied("apply", kind, obj, opts);
   }
 
+  /** Recorded as an apply: the same write, its answer unread. */
+  async applyDiscardingAnswer(kind: ResourceKind, obj: KubeObject, opts: ApplyOptions): Promise<void> {
+    this.#applied("apply", kind, obj, opts);
+  }
+
   async applyStatus<T extends KubeObject = KubeObject>(
     kind: ResourceKind,
     obj: T,

@@ -28,7 +28,7 @@ import {
 import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
-import { countsSettleMs } from "../../../src/operator/mlmodel/report.ts";
+import { countsSettleMs, downloadCountsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import { childNames, labels } from "../../../src/operator/names.ts";
 import { contentHash, planModel } from "../../../src/operator/plan.ts";
 import { pruneJobName } from "../../../src/operator/prune.ts";
@@ -176,8 +176,12 @@ describe("reconcileMLModel: the writes of each situation", () => {
     runDownload(w, v1);
     const running = await w.reconcile();
     assert.deepEqual(running.writes, [], "Pending -> Running, a moment after Downloading: held back");
-    assert.deepEqual(running.result, { requeueAfterMs: countsSettleMs });
+    assert.deepEqual(running.result, { requeueAfterMs: downloadCountsSettleMs });
     w.now = new Date(w.now.getTime() + countsSettleMs);
+    const later = await w.reconcile();
+    assert.deepEqual(later.writes, [], "while downloading, held longer than within other steps");
+    assert.deepEqual(later.result, { requeueAfterMs: downloadCountsSettleMs - countsSettleMs });
+    w.now = new Date(w.now.getTime() + downloadCountsSettleMs - countsSettleMs);
     assert.deepEqual(
       (await w.reconcile()).writes,
       ["applyStatus MLModel/resnet"],
@@ -194,6 +198,15 @@ describe("reconcileMLModel: the writes of each situation", () => {
     ]);
     assert.equal(w.lastStatus()?.phase, "Deploying", "a new phase is written at once");
     assert.equal(deploying.result, undefined);
+    w.settle();
+    // Within Deploying, counts wait countsSettleMs (a pod ready, not yet the rollout complete).
+    w.update<KubeObject & V1Deployment>(builtinKinds.Deployment, "resnet", (d) => {
+      d.status = { observedGeneration: 0, replicas: 1, updatedReplicas: 1 };
+    });
+    w.put(builtinKinds.Pod, pod(`resnet-${revisionOf(v1)}-0`, revisionOf(v1), { ready: true }) as KubeObject);
+    const counted = await w.reconcile();
+    assert.deepEqual(counted.writes, []);
+    assert.deepEqual(counted.result, { requeueAfterMs: countsSettleMs });
   });
 
   it("nothing changed: no write at all", async () => {

@@ -15,6 +15,7 @@ interface Seen {
 
 describe("NodeTransport", () => {
   const seen: Seen[] = [];
+  const sockets = new Set<unknown>();
   let server: https.Server;
   let port = 0;
   let ca = "";
@@ -28,7 +29,18 @@ describe("NodeTransport", () => {
     ca = cert.ca;
     server = https.createServer({ cert: cert.certPem, key: cert.keyPem }, (req, res) => {
       seen.push({ url: req.url ?? "", host: req.headers.host, sni: (req.socket as TLSSocket).servername });
-      res.end(JSON.stringify({ ok: true }));
+      sockets.add(req.socket);
+      if (req.url === "/large") {
+        // Several chunks: the client reads them all before the connection is free again.
+        for (let i = 0; i < 64; i++) res.write("x".repeat(4096));
+        res.end();
+      } else if (req.url === "/cut") {
+        res.writeHead(200, { "Content-Length": "100000" });
+        res.write("x".repeat(1000), () => setImmediate(() => req.socket.destroy()));
+      } else if (req.url === "/hang") {
+        res.writeHead(200, { "Content-Length": "100000" });
+        res.write("x".repeat(1000)); // and no more: only the client's abort ends it
+      } else res.end(JSON.stringify({ ok: true }));
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     port = (server.address() as AddressInfo).port;
@@ -77,5 +89,36 @@ describe("NodeTransport", () => {
       host: `localhost:${port}`,
       sni: "localhost",
     });
+  });
+
+  it("reads or discards a body to its end, the connection reused; a body cut short or aborted rejects", async () => {
+    const base = `https://127.0.0.1:${port}`;
+    const transport = new NodeTransport(base);
+    const tls = { ca }; // one object: one pool
+    try {
+      sockets.clear();
+      for (let i = 0; i < 3; i++) {
+        const res = await transport.send({ method: "GET", url: `${base}/large`, headers: {} }, tls);
+        assert.equal(res.status, 200);
+        assert.equal(await res.discard(), undefined);
+      }
+      assert.equal(sockets.size, 1, "each discarded answer freed its connection for the next request");
+      const cut = await transport.send({ method: "GET", url: `${base}/cut`, headers: {} }, tls);
+      await assert.rejects(cut.discard());
+      const whole = await transport.send({ method: "GET", url: `${base}/large`, headers: {} }, tls);
+      assert.equal((await whole.text()).length, 64 * 4096);
+      const cutText = await transport.send({ method: "GET", url: `${base}/cut`, headers: {} }, tls);
+      await assert.rejects(cutText.text());
+      const abort = new AbortController();
+      const aborted = await transport.send(
+        { method: "GET", url: `${base}/hang`, headers: {}, signal: abort.signal },
+        tls,
+      );
+      const reading = aborted.text();
+      abort.abort();
+      await assert.rejects(reading, { name: "AbortError" });
+    } finally {
+      transport.close();
+    }
   });
 });

@@ -22,7 +22,8 @@ export async function applyIfChanged(
   const obj = withAppliedHash(desired as KubeObject);
   if (!needsApply(obj, live as KubeObject | undefined)) return false;
   ctx.log.info({ kind: kind.kind, name: obj.metadata.name }, live ? "updating child" : "creating child");
-  await ctx.client.apply(kind, obj, { fieldManager, force: true, signal: ctx.signal });
+  // The stored object is not read (the caches bring it): its answer is dropped unparsed.
+  await ctx.client.applyDiscardingAnswer(kind, obj, { fieldManager, force: true, signal: ctx.signal });
   return true;
 }
 

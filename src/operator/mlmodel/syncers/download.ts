@@ -16,6 +16,7 @@ import {
   type ResourceKind,
 } from "../../../runtime/index.ts";
 import { desiredDownloadIdentity, desiredDownloadJob } from "../../desired.ts";
+import { frozenHash } from "../../memo.ts";
 import { annotations, fieldManager, shortHash } from "../../names.ts";
 import type { OperatorConfig, ServingPlan } from "../../plan.ts";
 import { jobState } from "../../status.ts";
@@ -52,7 +53,7 @@ export async function syncDownload(ctx: WriteContext, input: DownloadInput): Pro
   const name = desired.metadata!.name!;
   const actual = input.jobs.find((j) => j.metadata?.name === name);
   const inputs = shortHash({ generation: model.metadata.generation, secretVersion: input.secretVersion });
-  const specHash = shortHash(desired.spec);
+  const specHash = frozenHash(desired.spec!);
   const state = jobState(actual);
   const stale =
     (state === "Failed" && actual?.metadata?.annotations?.[annotations.retryKey] !== inputs) ||
@@ -70,8 +71,15 @@ export async function syncDownload(ctx: WriteContext, input: DownloadInput): Pro
   await applyDownloadIdentity(ctx, model, plan);
   // The progress shown must be this Job's: a previous download's (Complete, 100%) goes first.
   if (holdsProgress(input.cachedDownload)) await clearProgress(ctx, model, "progress");
-  desired.metadata!.annotations = { [annotations.jobSpecHash]: specHash, [annotations.retryKey]: inputs };
-  const created = await ctx.client.apply(builtinKinds.Job, desired as KubeObject, {
+  // desired is the plan's (frozen, desired.ts): the annotations go on a copy.
+  const job = {
+    ...desired,
+    metadata: {
+      ...desired.metadata,
+      annotations: { [annotations.jobSpecHash]: specHash, [annotations.retryKey]: inputs },
+    },
+  };
+  const created = await ctx.client.apply(builtinKinds.Job, job as KubeObject, {
     fieldManager,
     force: true,
     signal: ctx.signal,
@@ -90,7 +98,11 @@ async function applyDownloadIdentity(ctx: WriteContext, model: MLModel, plan: Se
   if (!identity) return;
   const [account, role, binding] = identity;
   const apply = (kind: ResourceKind, obj: object) =>
-    ctx.client.apply(kind, obj as KubeObject, { fieldManager, force: false, signal: ctx.signal });
+    ctx.client.applyDiscardingAnswer(kind, obj as KubeObject, {
+      fieldManager,
+      force: false,
+      signal: ctx.signal,
+    });
   // The pod is refused while its ServiceAccount is missing, and the binding names the Role.
   await Promise.all([apply(builtinKinds.ServiceAccount, account), apply(builtinKinds.Role, role)]);
   await apply(builtinKinds.RoleBinding, binding);
