@@ -495,8 +495,8 @@ export async function teardownNode(
   for (const dir of ["/run/netns", "/var/run/netns"]) {
     const entries = await readdir(dir).catch(() => [] as string[]);
     for (const name of entries.filter((n) => n.startsWith("cni-"))) {
-      await unmountUnder([join(dir, name)]);
-      await rm(join(dir, name), { force: true });
+      const problem = await removeNetns(join(dir, name));
+      if (problem) problems.push(problem);
     }
   }
   await deleteBridge(journal?.bridge ?? realNodeDefaults.bridge);
@@ -524,6 +524,25 @@ export async function teardownNode(
   }
   await releaseMachineLock(machineLockPath, clusterDir);
   return problems;
+}
+
+/**
+ * Unmounts and removes one pod netns file. A netns still mounted elsewhere (a shared mount's
+ * copy, a process inside) makes the unlink fail with EBUSY: it is detached lazily and tried
+ * once more, then reported, never thrown, so the rest of the teardown still runs.
+ */
+async function removeNetns(path: string): Promise<string | undefined> {
+  await unmountUnder([path]);
+  try {
+    await rm(path, { force: true });
+    return undefined;
+  } catch {
+    await run("umount", ["--lazy", path]);
+    return rm(path, { force: true }).then(
+      () => undefined,
+      (err: Error) => `netns ${path}: ${err.message}`,
+    );
+  }
 }
 
 /** Removes the symlinks in `dir` that point into `target` (kubelet's /var/log/containers links). */
