@@ -8,6 +8,9 @@ export interface ProcStats {
   /** User + system CPU seconds used so far. */
   cpuSeconds: number;
   rssMiB: number;
+  /** The resident set's file-backed pages (the Node binary's code, mapped files) and anonymous ones (heaps). */
+  rssFileMiB: number;
+  rssAnonMiB: number;
   /** Peak resident set size over the process's life (VmHWM). */
   peakRssMiB: number;
 }
@@ -33,6 +36,8 @@ export function procStats(pid: number): ProcStats {
   return {
     cpuSeconds: parseCpuSeconds(readFileSync(`/proc/${pid}/stat`, "utf8")),
     rssMiB: parseStatusKiB(status, "VmRSS"),
+    rssFileMiB: parseStatusKiB(status, "RssFile"),
+    rssAnonMiB: parseStatusKiB(status, "RssAnon"),
     peakRssMiB: parseStatusKiB(status, "VmHWM"),
   };
 }

@@ -122,6 +122,9 @@ export interface DeleteResult {
 export interface MemoryPoint {
   cachedModels: number;
   rssMiB: number;
+  /** RSS split: file-backed pages (the Node binary's code, mapped files) and anonymous ones (heaps). */
+  rssFileMiB?: number;
+  rssAnonMiB?: number;
   heapUsedMiB: number;
 }
 
@@ -553,9 +556,12 @@ async function memory(
 async function memoryPoint(operator: OperatorProcess, cachedModels: number): Promise<MemoryPoint> {
   await new Promise((r) => setTimeout(r, 5000));
   const samples = await operator.metrics();
+  const stats = operator.stats();
   return {
     cachedModels,
-    rssMiB: round(operator.stats().rssMiB, 1)!,
+    rssMiB: round(stats.rssMiB, 1)!,
+    rssFileMiB: round(stats.rssFileMiB, 1)!,
+    rssAnonMiB: round(stats.rssAnonMiB, 1)!,
     heapUsedMiB: round(total(samples, "nodejs_heap_size_used_bytes") / 2 ** 20, 1)!,
   };
 }

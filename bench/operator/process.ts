@@ -5,9 +5,10 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { openSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { stringify } from "yaml";
+import { ensureBundle } from "../../src/images/bundle.ts";
 import { install } from "../../src/install/install.ts";
 import { defaultOperatorNamespace } from "../../src/install/manifests.ts";
 import { operatorName } from "../../src/operator/names.ts";
@@ -31,7 +32,11 @@ export function imageNodeOptions(dockerfile = readFileSync(join(repo, "Dockerfil
 /** The operator's user name in the audit log. */
 export const operatorUser = `system:serviceaccount:${defaultOperatorNamespace}:${operatorName}`;
 
-/** Installs CRDs and RBAC, and writes a kubeconfig that authenticates as the operator's ServiceAccount. */
+/**
+ * Installs CRDs and RBAC, and writes a kubeconfig that authenticates as the operator's
+ * ServiceAccount. In JSON: the operator reads it without loading `yaml`, as in a pod, where
+ * it reads the in-cluster config (bench/README.md, phase D).
+ */
 export async function operatorKubeconfig(
   admin: KubeClient,
   adminKc: KubeConfig,
@@ -51,7 +56,7 @@ export async function operatorKubeconfig(
   const path = join(dir, "operator.kubeconfig");
   writeFileSync(
     path,
-    stringify({
+    JSON.stringify({
       apiVersion: "v1",
       kind: "Config",
       clusters: [
@@ -83,12 +88,17 @@ export async function startOperatorProcess(opts: {
 }): Promise<OperatorProcess> {
   const [metricsPort, healthPort] = [await freePort(), await freePort()];
   const log = openSync(opts.logFile, "a");
-  // As the image runs it: its entrypoint is bin/mlmodel.js, with a compile cache filled when
-  // the image was built (Dockerfile). Filled here the same way, for these Node flags (the
-  // cache is per flag set): a source changed since the last run would otherwise be stripped
-  // again at start and the operator measured with the TypeScript stripper in memory.
-  const launcher = join(repo, "bin", "mlmodel.js");
-  const env = { ...process.env, NODE_OPTIONS: imageNodeOptions() };
+  // As the image runs it: its entrypoint is the bundled CLI (src/images/bundle.ts, the same
+  // build, cached by content in dist/bundle), with a compile cache filled when the image was
+  // built (Dockerfile). Filled here the same way, for these Node flags (the cache is per flag
+  // set): a bundle changed since the last run would otherwise be compiled again at start.
+  const launcher = (await ensureBundle(repo)).entry;
+  // The image sets NODE_COMPILE_CACHE; here Node's own default directory for it.
+  const env = {
+    ...process.env,
+    NODE_OPTIONS: imageNodeOptions(),
+    NODE_COMPILE_CACHE: process.env["NODE_COMPILE_CACHE"] || join(tmpdir(), "node-compile-cache"),
+  };
   const cacheFlags = (opts.nodeFlags ?? []).filter((f) => !/^--(cpu-prof|heap|diagnostic-dir)/.test(f));
   spawnSync(process.execPath, [...cacheFlags, launcher, "operator", "--help"], { stdio: "ignore", env });
   const child = spawn(

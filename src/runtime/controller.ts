@@ -5,7 +5,6 @@
  * (dedup, delay, exclusivity; queue.ts), and the worker loop that interprets a reconcile's
  * outcome (`outcomeOf`). Each is testable alone.
  */
-import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { KubeClient } from "./client.ts";
 import { type Clock, realClock } from "./clock.ts";
@@ -22,6 +21,9 @@ import type { ReconcileContext, Reconciler } from "./reconcile.ts";
 import type { Store, StoreChange } from "./store.ts";
 import type { KubeObject, Request } from "./types.ts";
 import { isDnsLabel, keyString, objectKey, parseKey } from "./types.ts";
+
+// node:crypto through getBuiltinModule, not `import` (see src/runtime/events.ts).
+const { randomUUID } = process.getBuiltinModule("node:crypto");
 
 export type MapFunc<T extends KubeObject = KubeObject> = (obj: Readonly<T>) => Request[];
 

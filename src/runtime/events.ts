@@ -16,13 +16,17 @@
  * keeps its immediate 2nd write and its 30-minute refresh, and replaces the end-of-series
  * timer by writes at powers of two. Recording never throws and never blocks a reconcile.
  */
-import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import type { KubeClient } from "./client.ts";
 import { type Clock, realClock } from "./clock.ts";
 import { builtinKinds } from "./kinds.ts";
 import { microTime } from "./leader.ts";
 import type { KubeObject } from "./types.ts";
+
+// node:crypto through getBuiltinModule, not `import`: an ES import of a built-in reads every
+// export, and node:crypto's webcrypto getters load internal modules the operator never uses
+// (see src/runtime/server.ts; bench/README.md, phase C).
+const { randomBytes } = process.getBuiltinModule("node:crypto");
 
 export type EventType = "Normal" | "Warning";
 

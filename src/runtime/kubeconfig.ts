@@ -4,8 +4,9 @@
  * Importing client-node costs an idle process about 85 MiB of resident memory and 0.7 s (it
  * pulls in 868 modules: every API group's models, OIDC, WebSockets, tar...), for what a
  * controller needs from it at run time: a kubeconfig read once and a header per request. This
- * module reads kubeconfig files (the `yaml` package, loaded only when a file is read) and the
- * in-cluster service account, and authenticates with what they name:
+ * module reads kubeconfig files (JSON with JSON.parse; YAML with the `yaml` package, loaded
+ * only when a YAML file is read: about 2 MiB of an idle operator) and the in-cluster service
+ * account (which never loads `yaml`), and authenticates with what they name:
  *
  *   token, token-file (re-read every minute, as client-go does), client-certificate(-data) and
  *   client-key(-data), username/password (basic), exec plugins (client.authentication.k8s.io
@@ -16,14 +17,18 @@
  * imported on their first request only. `proxy-url` is refused with a clear error: the
  * runtime's transport connects directly.
  */
-import { spawn } from "node:child_process";
-import { readFileSync, statSync } from "node:fs";
 import type { RequestOptions } from "node:https";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
 import type { Connection } from "./client.ts";
 import type { TlsSettings } from "./transport.ts";
+
+// node:fs through getBuiltinModule, not `import`: an ES import of a built-in reads every
+// export, and fs.promises is a getter that loads fs/promises, readline and more (see
+// src/runtime/server.ts; bench/README.md, phase C). node:child_process is loaded only when an
+// exec plugin runs.
+const { readFileSync, statSync } = process.getBuiltinModule("node:fs");
 
 export interface KubeConfigCluster {
   server: string;
@@ -150,7 +155,25 @@ function exists(path: string): boolean {
   }
 }
 
-/** Parses kubeconfig YAML (or JSON); `yaml` is loaded here, on first use, not at import. */
+/**
+ * A kubeconfig's text as a value. YAML is a superset of JSON, so a JSON kubeconfig (`kubectl
+ * config view --raw -o json`, or one a program wrote) is read with JSON.parse and `yaml` is
+ * not loaded; any other text, or JSON.parse failing on text that starts with `{` (a YAML flow
+ * mapping), goes to `yaml`, loaded here on first use, not at import.
+ */
+function parseKubeConfigText(text: string): unknown {
+  if (text.trimStart().startsWith("{")) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      // Not JSON: YAML below decides, and reports the error if it is not YAML either.
+    }
+  }
+  const { parse } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
+  return parse(text);
+}
+
+/** Parses a kubeconfig file (JSON or YAML). */
 function parseFile(path: string): KubeConfigFile {
   let text: string;
   try {
@@ -158,10 +181,9 @@ function parseFile(path: string): KubeConfigFile {
   } catch (err) {
     throw new KubeConfigError(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
   }
-  const { parse } = createRequire(import.meta.url)("yaml") as typeof import("yaml");
   let parsed: unknown;
   try {
-    parsed = parse(text);
+    parsed = parseKubeConfigText(text);
   } catch (err) {
     throw new KubeConfigError(`kubeconfig ${path} is not valid YAML: ${(err as Error).message}`);
   }
@@ -353,6 +375,7 @@ export function runExecPlugin(ctx: KubeContext, exec: ExecConfig): Promise<ExecC
   };
   const env: NodeJS.ProcessEnv = { ...process.env, KUBERNETES_EXEC_INFO: JSON.stringify(info) };
   for (const e of exec.env ?? []) env[e.name] = e.value;
+  const { spawn } = process.getBuiltinModule("node:child_process");
   return new Promise((resolve, reject) => {
     const child = spawn(exec.command, exec.args ?? [], { env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";

@@ -1,8 +1,10 @@
 /**
  * No container engine runs here, so the image is proved piece by piece: the Dockerfile's
  * install step (`npm ci --omit=dev ...`, read from the Dockerfile itself) runs in a clean
- * directory, exactly the paths the final stage copies are added, and `mlmodel` on PATH (as the
- * image's entrypoint and the download Job's command) runs the operator and download commands.
+ * directory, its bundle stage's steps in another, exactly the paths the final stage copies
+ * are added (the bundle from the bundle stage's directory), and `mlmodel` on PATH, linked as
+ * the Dockerfile links it (the image's entrypoint and the download Job's command), runs the
+ * operator and download commands.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -17,8 +19,14 @@ interface Stages {
   install: string[];
   /** What the deps stage copies before installing. */
   depsFiles: string[];
-  /** What the final stage copies from the build context. */
+  /** The bundle stage's RUN commands, in order, and what it copies from the build context. */
+  bundleRuns: string[];
+  bundleFiles: string[];
+  /** What the final stage copies from the build context, and from the bundle stage (from, to). */
   finalCopies: string[];
+  fromBundle: { from: string; to: string }[];
+  /** The `mlmodel` link's target. */
+  mlmodelTarget: string;
   entrypoint: string[];
   user: string;
   /** The final stage's NODE_COMPILE_CACHE, and the RUN step after USER that fills it. */
@@ -28,13 +36,23 @@ interface Stages {
 
 function readDockerfile(text: string): Stages {
   const stages = text.split(/^FROM /m).slice(1);
-  assert.equal(stages.length, 2, "a deps stage and a final stage");
-  const [deps, final] = stages as [string, string];
+  assert.equal(stages.length, 3, "a deps stage, a bundle stage and a final stage");
+  const [deps, bundle, final] = stages as [string, string, string];
+  assert.match(bundle, /^\S+ AS bundle$/m, "the second stage is named bundle");
   const copies = (stage: string) =>
     [...stage.matchAll(/^COPY (?!--from)(.+)$/gm)].flatMap((m) => m[1]!.trim().split(/\s+/).slice(0, -1));
-  const run = /^RUN ((?:.*\\\n)*.*)$/m.exec(deps)?.[1];
+  const runs = (stage: string) =>
+    [...stage.matchAll(/^RUN ((?:.*\\\n)*.*)$/gm)].map((m) => m[1]!.replace(/\\\n/g, " "));
+  const run = runs(deps)[0];
   assert.ok(run, "the deps stage has a RUN step");
   return {
+    bundleRuns: runs(bundle),
+    bundleFiles: copies(bundle),
+    fromBundle: [...final.matchAll(/^COPY --from=bundle (\S+) (\S+)$/gm)].map((m) => ({
+      from: m[1]!,
+      to: m[2]!,
+    })),
+    mlmodelTarget: /ln -s (\S+) \/usr\/local\/bin\/mlmodel/.exec(final)?.[1] ?? "",
     install: run
       .replace(/\\\n/g, " ")
       .split("&&")
@@ -60,16 +78,29 @@ describe("the image's production install (npm ci --omit=dev into a clean directo
     const steps = stages.install.filter((step) => !step.startsWith("npm cache clean"));
     const ci = spawnSync("sh", ["-c", steps.join(" && ")], { cwd: app, encoding: "utf8" });
     assert.equal(ci.status, 0, ci.stderr);
-    for (const path of stages.finalCopies) {
-      cpSync(join(repoRoot, path), join(app, path), {
-        recursive: true,
-        filter: (src) => !src.endsWith(".test.ts"), // as .dockerignore
-      });
+    const fromContext = (dir: string, paths: string[]) => {
+      for (const path of paths) {
+        cpSync(join(repoRoot, path), join(dir, path), {
+          recursive: true,
+          filter: (src) => !src.endsWith(".test.ts"), // as .dockerignore
+        });
+      }
+    };
+    fromContext(app, stages.finalCopies);
+    // The bundle stage, in a clean directory of its own, its commands as the Dockerfile has them.
+    const bundleApp = scratchDir("image-bundle");
+    fromContext(bundleApp, stages.bundleFiles);
+    for (const step of stages.bundleRuns) {
+      const r = spawnSync("sh", ["-c", step], { cwd: bundleApp, encoding: "utf8" });
+      assert.equal(r.status, 0, `${step}: ${r.stderr}`);
     }
-    // The image links /usr/local/bin/mlmodel to bin/mlmodel.js; node 24 is the image's node.
+    for (const { from, to } of stages.fromBundle) {
+      cpSync(join(bundleApp, from.replace(/^\/app\//, "")), join(app, to), { recursive: true });
+    }
+    // The image links /usr/local/bin/mlmodel as the Dockerfile does; node 24 is the image's node.
     pathDir = join(app, ".path");
     mkdirSync(pathDir);
-    symlinkSync(join(app, "bin", "mlmodel.js"), join(pathDir, "mlmodel"));
+    symlinkSync(join(app, stages.mlmodelTarget.replace(/^\/app\//, "")), join(pathDir, "mlmodel"));
   });
 
   after(() => {
@@ -95,6 +126,9 @@ describe("the image's production install (npm ci --omit=dev into a clean directo
       stages.install.join(" && "),
     );
     assert.deepEqual(stages.finalCopies.sort(), ["bin", "package.json", "src"]);
+    // The entrypoint is the bundle the bundle stage made.
+    assert.deepEqual(stages.fromBundle, [{ from: "/app/dist/bundle", to: "./dist/bundle" }]);
+    assert.equal(stages.mlmodelTarget, "/app/dist/bundle/mlmodel.mjs");
   });
 
   it("holds production dependencies only", () => {
@@ -125,25 +159,43 @@ describe("the image's production install (npm ci --omit=dev into a clean directo
     assert.match(bad.stderr, /mlmodel: cannot load kubeconfig .*missing\.kubeconfig/);
   });
 
-  it("ships a compile cache filled at build time by the image's user, so starts skip the TypeScript stripper", () => {
+  it("ships a compile cache filled at build time by the image's user, so starts compile nothing", () => {
     assert.match(stages.compileCache, /^\/app\//, "NODE_COMPILE_CACHE lies in the image");
     assert.match(stages.fillCache, /mlmodel operator --help/);
     const cache = join(app, stages.compileCache.slice("/app/".length));
     mkdirSync(cache, { recursive: true });
-    const fill = spawnSync("sh", ["-c", stages.fillCache], {
-      cwd: app,
-      encoding: "utf8",
-      env: {
-        HOME: app,
-        PATH: [pathDir, dirname(process.execPath), "/usr/bin", "/bin"].join(delimiter),
-        NODE_COMPILE_CACHE: cache,
-      },
-    });
+    const env = {
+      HOME: app,
+      PATH: [pathDir, dirname(process.execPath), "/usr/bin", "/bin"].join(delimiter),
+      NODE_COMPILE_CACHE: cache,
+    };
+    const fill = spawnSync("sh", ["-c", stages.fillCache], { cwd: app, encoding: "utf8", env });
     assert.equal(fill.status, 0, fill.stderr);
     // One directory per Node version, architecture and user id; one entry per module.
     const [version] = readdirSync(cache);
     assert.match(version ?? "", new RegExp(`^v${process.versions.node}-.*-${process.getuid?.() ?? 0}$`));
-    assert.ok(readdirSync(join(cache, version!)).length > 40, "every module of both commands is cached");
+    // A start after the fill: Node's compile cache log shows every module's code taken from
+    // the cache (the bundle's entry and chunks) and nothing compiled and written anew.
+    for (const command of ["operator", "download"]) {
+      const start = spawnSync("mlmodel", [command, "--help"], {
+        cwd: app,
+        encoding: "utf8",
+        env: { ...env, NODE_DEBUG_NATIVE: "COMPILE_CACHE" },
+      });
+      assert.equal(start.status, 0, start.stderr);
+      const verdicts = [...start.stderr.matchAll(/V8 code cache for \w+ (\S+) was (\w+)/g)];
+      assert.ok(verdicts.length >= 5, `${command}: ${verdicts.length} modules from the cache`);
+      assert.ok(
+        verdicts.some((v) => v[1]!.endsWith("/dist/bundle/mlmodel.mjs")),
+        "the bundle's entry ran",
+      );
+      assert.deepEqual(
+        verdicts.filter((v) => v[2] !== "accepted").map((v) => v[0]),
+        [],
+        `${command}: every cached module accepted`,
+      );
+      assert.doesNotMatch(start.stderr, /writing cache for/, `${command}: nothing compiled anew`);
+    }
   });
 
   it("runs `mlmodel download`", () => {

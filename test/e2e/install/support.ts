@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { ensureBinaries } from "../../../src/cluster/index.ts";
+import { ensureBundle } from "../../../src/images/bundle.ts";
 import type { KubeObject } from "../../../src/runtime/index.ts";
 
 export const repoRoot = join(import.meta.dirname, "..", "..", "..");
@@ -84,13 +85,16 @@ export interface OperatorProcess {
   stop(): Promise<number | null>;
 }
 
-/** `node src/cli/main.ts operator ...args`, as a child process with probes on a free port. */
+/**
+ * `mlmodel operator ...args` as the image runs it (the bundled CLI, src/images/bundle.ts,
+ * built from the checkout's sources), as a child process with probes on a free port.
+ */
 export async function startOperatorProcess(args: string[]): Promise<OperatorProcess> {
   const healthAddress = `127.0.0.1:${await freePort()}`;
   const child = spawn(
     process.execPath,
     [
-      join(repoRoot, "src", "cli", "main.ts"),
+      (await ensureBundle(repoRoot)).entry,
       "operator",
       `--health-probe-bind-address=${healthAddress}`,
       "--metrics-bind-address=0",

@@ -121,6 +121,14 @@ describe("locally built images on real containers", () => {
       });
       assert.equal(help.code, 0, help.stderr);
       assert.match(help.stdout, /Usage: mlmodel operator/);
+      // `mlmodel` on the image's PATH (entrypoint and download command above) is the bundled CLI.
+      const which = await ctd.run({
+        ref: image.ref,
+        args: ["node", "-p", "require('node:fs').realpathSync('/usr/local/bin/mlmodel')"],
+        readOnlyRootfs: true,
+      });
+      assert.equal(which.code, 0, which.stderr);
+      assert.equal(which.stdout.trim(), "/app/dist/bundle/mlmodel.mjs");
     },
   );
 

@@ -71,7 +71,8 @@ describe("the project image recipe and the Dockerfile", () => {
       const dest = parts.at(-1)!.replace(/^\.\//, "").replace(/\/$/, "");
       return dest === "" || dest === "." ? parts[0]! : dest;
     });
-    assert.deepEqual([...copied].sort(), [...projectLayout.copies].sort());
+    // ...and the bundled CLI, which the Dockerfile copies from its bundle stage and the recipe builds.
+    assert.deepEqual([...copied].sort(), [...projectLayout.copies, projectLayout.bundle].sort());
     assert.equal(projectLayout.appDir, one("WORKDIR"));
   });
 

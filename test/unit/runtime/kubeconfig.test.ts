@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -124,6 +125,60 @@ describe("loading a kubeconfig", () => {
     mkdirSync(join(home, ".kube"));
     writeFileSync(join(home, ".kube", "config"), stringify(config({ token: "home" })));
     assert.equal(loadKubeConfig({ env: noConfig }).user.token, "home");
+  });
+});
+
+describe("a JSON kubeconfig", () => {
+  const json = (cfg: object, text = JSON.stringify(cfg, null, 2)) => {
+    const path = join(dir, `config-${n++}.json`);
+    writeFileSync(path, `\n  ${text}`);
+    return path;
+  };
+
+  it("reads as its YAML twin does, and a YAML flow mapping that is not JSON still reads", () => {
+    const cfg = config(
+      { "client-certificate-data": b64("cert"), "client-key-data": b64("key"), exec: { command: "./p" } },
+      { "certificate-authority": "ca.crt", "insecure-skip-tls-verify": true },
+    );
+    const fromJson = loadKubeConfig({ path: json(cfg) });
+    const fromYaml = loadKubeConfig({ path: file(cfg) });
+    assert.deepEqual({ ...fromJson, source: "" }, { ...fromYaml, source: "" });
+    assert.equal(fromJson.user.exec?.command, join(dir, "p"));
+    assert.equal(fromJson.cluster["insecure-skip-tls-verify"], true);
+    // `{` opens a YAML flow mapping too: unquoted keys are not JSON, and yaml reads them.
+    const flow = json(
+      {},
+      `{apiVersion: v1, current-context: x, contexts: [{name: x, context: {cluster: c}}], clusters: [{name: c, cluster: {server: "https://h:1"}}]}`,
+    );
+    assert.equal(loadKubeConfig({ path: flow }).cluster.server, "https://h:1");
+    assert.throws(() => loadKubeConfig({ path: json({}, "{ not: [json, nor yaml") }), /is not valid YAML/);
+  });
+
+  it("and in-cluster config do not load the yaml package; a YAML file does", () => {
+    // In a fresh process: this one imported yaml above.
+    const sa = scratchDir("sa-json");
+    writeFileSync(join(sa, "token"), "tok\n");
+    const script = `
+      import { createRequire } from "node:module";
+      const { loadKubeConfig } = await import(${JSON.stringify(new URL("../../../src/runtime/index.ts", import.meta.url).href)});
+      const yamlLoaded = () => Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes("/node_modules/yaml/"));
+      const seen = [];
+      const inPod = loadKubeConfig({ env: { HOME: ${JSON.stringify(sa)}, KUBERNETES_SERVICE_HOST: "10.0.0.1", KUBERNETES_SERVICE_PORT: "443" }, serviceAccountDir: ${JSON.stringify(sa)} });
+      seen.push([inPod.cluster.server, yamlLoaded()]);
+      seen.push([loadKubeConfig({ path: process.argv[1] }).user.token, yamlLoaded()]);
+      seen.push([loadKubeConfig({ path: process.argv[2] }).user.token, yamlLoaded()]);
+      console.log(JSON.stringify(seen));`;
+    const res = spawnSync(
+      process.execPath,
+      ["--input-type=module", "-e", script, json(config({ token: "j" })), file(config({ token: "y" }))],
+      { encoding: "utf8" },
+    );
+    assert.equal(res.status, 0, res.stderr);
+    assert.deepEqual(JSON.parse(res.stdout), [
+      ["https://10.0.0.1:443", false],
+      ["j", false],
+      ["y", true],
+    ]);
   });
 });
 
