@@ -104,7 +104,12 @@ export async function createNamespace(
 export async function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined | false | null>,
-  options: { timeoutMs?: number; intervalMs?: number } = {},
+  options: {
+    timeoutMs?: number;
+    intervalMs?: number;
+    /** What the state was when the wait timed out, for the error (a failed run is read from CI's log alone). */
+    describe?: () => Promise<string>;
+  } = {},
 ): Promise<T> {
   const timeoutMs = options.timeoutMs ?? 120_000;
   const intervalMs = options.intervalMs ?? 200;
@@ -119,7 +124,10 @@ export async function waitFor<T>(
     }
     if (Date.now() > deadline) {
       const suffix = lastError ? ` (last error: ${(lastError as Error).message})` : "";
-      throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${suffix}`);
+      const state = options.describe ? await options.describe().catch((err: Error) => err.message) : "";
+      throw new Error(
+        `timed out after ${timeoutMs / 1000}s waiting for ${what}${suffix}${state ? `; state: ${state}` : ""}`,
+      );
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }

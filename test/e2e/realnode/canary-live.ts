@@ -58,6 +58,40 @@ export async function servingPods(bed: RealNodeBed, name: string): Promise<Servi
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
+/**
+ * The model's pods and Deployments in one line, for a wait that timed out: which pod stayed,
+ * in which phase, since when it is terminating, what its containers say, and what each
+ * Deployment asks for. A CI log is all a failed run leaves.
+ */
+export async function describeServing(bed: RealNodeBed, name: string): Promise<string> {
+  type PodLike = KubeObject & {
+    status?: {
+      phase?: string;
+      containerStatuses?: { name: string; state?: Record<string, { reason?: string }> }[];
+    };
+  };
+  const selector = { namespace: bed.ns.name, labelSelector: `${labels.model}=${name}` };
+  const [pods, deployments] = await Promise.all([
+    bed.admin.list<PodLike>(builtinKinds.Pod, selector),
+    bed.admin.list<KubeObject & { spec?: { replicas?: number }; status?: { readyReplicas?: number } }>(
+      builtinKinds.Deployment,
+      selector,
+    ),
+  ]);
+  const podLines = pods.items.map((p) => {
+    const states = (p.status?.containerStatuses ?? []).map((c) => {
+      const [state, detail] = Object.entries(c.state ?? {})[0] ?? ["unknown", {}];
+      return `${c.name}=${state}${detail.reason ? `(${detail.reason})` : ""}`;
+    });
+    const deleting = p.metadata.deletionTimestamp ? ` deleting since ${p.metadata.deletionTimestamp}` : "";
+    return `pod ${p.metadata.name} rev ${p.metadata.labels?.[labels.revision]} ${p.status?.phase}${deleting} [${states.join(" ")}]`;
+  });
+  const deploymentLines = deployments.items.map(
+    (d) => `deployment ${d.metadata.name} replicas ${d.spec?.replicas} ready ${d.status?.readyReplicas ?? 0}`,
+  );
+  return [...deploymentLines, ...podLines].join("; ");
+}
+
 export interface CanaryUnderTraffic {
   /** Every serving pod of the model, terminating ones too: they may still hold endpoints. */
   servingPods(): Promise<ServingPod[]>;
@@ -127,6 +161,7 @@ export function canaryUnderTraffic(options: {
     };
     const podsBefore = await waitFor(`${label}: only the split's pods, all ready`, steady, {
       timeoutMs: 120_000,
+      describe: () => describeServing(bed, name),
     });
     // The split from the status: each revision's share of the ready replicas, as the
     // Service spreads requests over them. effectivePercent is that share rounded.
@@ -167,7 +202,7 @@ export function canaryUnderTraffic(options: {
     await waitFor(
       `${label}: no pod of revision ${loserRevision} left`,
       async () => (await modelPods()).every((p) => p.revision !== loserRevision),
-      { timeoutMs: 300_000 },
+      { timeoutMs: 300_000, describe: () => describeServing(bed, name) },
     );
     traffic.mark(`${label} settled`);
     await answers(ratePerSecond * 4, `${label}: ${winner} alone`);
