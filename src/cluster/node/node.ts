@@ -12,8 +12,8 @@
  * it is what `down`, a failed `up` and the watchdog run.
  */
 import { existsSync } from "node:fs";
-import { mkdir, readdir, readFile, readlink, rm, rmdir, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { mkdir, readdir, readFile, readlink, realpath, rm, rmdir, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
 import { CoreV1Api, type KubeConfig, KubernetesObjectApi, type V1Node } from "@kubernetes/client-node";
 import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
 import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil } from "../process.ts";
@@ -35,6 +35,7 @@ import {
   findProcesses,
   HostError,
   killAndWait,
+  listMounts,
   pidsInCgroup,
   readSysctl,
   removeCgroup,
@@ -492,7 +493,11 @@ export async function teardownNode(
   if (!machineWide) return problems;
 
   // 5. Network namespaces of the pods, then the bridge (and any veth left on it).
-  for (const dir of ["/run/netns", "/var/run/netns"]) {
+  // /var/run is most often a link to /run: each directory once.
+  const netnsDirs = new Set(
+    await Promise.all(["/run/netns", "/var/run/netns"].map((d) => realpath(d).catch(() => d))),
+  );
+  for (const dir of netnsDirs) {
     const entries = await readdir(dir).catch(() => [] as string[]);
     for (const name of entries.filter((n) => n.startsWith("cni-"))) {
       const problem = await removeNetns(join(dir, name));
@@ -538,9 +543,11 @@ async function removeNetns(path: string): Promise<string | undefined> {
     return undefined;
   } catch {
     await run("umount", ["--lazy", path]);
+    const covered = (await listMounts()).some((m) => m.mountPoint === dirname(path));
     return rm(path, { force: true }).then(
       () => undefined,
-      (err: Error) => `netns ${path}: ${err.message}`,
+      (err: Error) =>
+        `netns ${path}: ${err.message}${covered ? ` (${dirname(path)} is mounted over itself, as \`ip netns add\` does, hiding the netns mounts under it)` : ""}`,
     );
   }
 }

@@ -132,7 +132,12 @@ export async function firstAnswer(endpoint: ServiceEndpoint, model: SampleModel)
 export interface StatusRecorder {
   /** Every status the model had, in the order the API server reported them. */
   statuses: NonNullable<MLModel["status"]>[];
-  stop(): Promise<void>;
+  /**
+   * Stops watching; given the resourceVersion of a model read elsewhere (a poll that saw it
+   * Ready), first waits until the watch has delivered that version too, up to a minute: the
+   * poll can see a write before the watch does, and stopping then loses its status.
+   */
+  stop(seenResourceVersion?: string): Promise<void>;
 }
 
 /**
@@ -141,6 +146,7 @@ export interface StatusRecorder {
  */
 export function recordStatuses(bed: RealNodeBed, name: string): StatusRecorder {
   const statuses: NonNullable<MLModel["status"]>[] = [];
+  const seen = new Set<string>();
   const abort = new AbortController();
   const loop = (async () => {
     let resourceVersion: string | undefined;
@@ -157,6 +163,7 @@ export function recordStatuses(bed: RealNodeBed, name: string): StatusRecorder {
           abort.signal,
         )) {
           resourceVersion = event.object.metadata.resourceVersion;
+          if (resourceVersion) seen.add(resourceVersion);
           if (event.type !== "BOOKMARK" && event.object.status) statuses.push(event.object.status);
         }
       } catch (err) {
@@ -167,7 +174,13 @@ export function recordStatuses(bed: RealNodeBed, name: string): StatusRecorder {
   })();
   return {
     statuses,
-    async stop() {
+    async stop(seenResourceVersion) {
+      if (seenResourceVersion) {
+        await waitFor(
+          `the status watch of ${name} to deliver resourceVersion ${seenResourceVersion}`,
+          async () => seen.has(seenResourceVersion),
+        ).catch((err: Error) => console.error(`# ${err.message}`));
+      }
       abort.abort();
       await loop;
     },

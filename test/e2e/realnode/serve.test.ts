@@ -52,6 +52,7 @@ describe("a scikit-learn model served on a real node", () => {
 
   it("goes Pending -> Downloading (live progress) -> Deploying -> Ready, and answers as scikit-learn does", async () => {
     const recorder = recordStatuses(bed, "iris");
+    let readyRv: string | undefined;
     try {
       // The CA Secret comes second, as a user's often does: the model waits for it.
       await applyModel(bed, sklearnModel("iris", sample));
@@ -59,8 +60,9 @@ describe("a scikit-learn model served on a real node", () => {
       assert.match(pending.status?.message ?? "", new RegExp(caSecretName));
       await applyCaSecret(bed);
       ready = await waitForPhase(bed.admin, bed.ns.name, "iris", "Ready", undefined, 600_000);
+      readyRv = ready.metadata.resourceVersion;
     } finally {
-      await recorder.stop();
+      await recorder.stop(readyRv);
     }
     const phases = recorder.statuses.map((s) => s.phase).filter((p, i, all) => p && p !== all[i - 1]);
     assert.deepEqual(phases, ["Pending", "Downloading", "Deploying", "Ready"]);

@@ -5,7 +5,7 @@
 // real-node; the machine hosts one at a time), reported as skipped, with the reason, where the
 // machine cannot host a real node.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readFileSync, readlinkSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -165,36 +165,41 @@ describe("a real node", () => {
   });
 
   it("admits only loopback and the bridge to the API server and the node's address", async () => {
-    // An "outside" of our own: a network namespace joined to the host by a veth pair.
-    const { execFileSync } = await import("node:child_process");
+    // An "outside" of our own: a network namespace joined to the host by a veth pair. It is
+    // held by a process of ours, not named with `ip netns add`: that bind-mounts /run/netns
+    // over itself, which hides the pods' netns mounts under it, and the node's teardown can
+    // then neither unmount nor remove them (EBUSY; a CI run left 8 behind).
+    const { execFileSync, spawn } = await import("node:child_process");
     const { createServer } = await import("node:net");
-    const ns = `mlguard${process.pid % 100000}`;
-    const [hostEnd, nsEnd] = [`${ns}h`, `${ns}n`];
+    const name = `mlguard${process.pid % 100000}`;
+    const [hostEnd, nsEnd] = [`${name}h`, `${name}n`];
+    const holder = spawn("unshare", ["--net", "sleep", "600"], { stdio: "ignore" });
+    const inNs = (command: string, ...args: string[]) =>
+      execFileSync("nsenter", [`--net=/proc/${holder.pid}/ns/net`, command, ...args], { encoding: "utf8" });
     const sh = (...args: string[]) => execFileSync("ip", args, { stdio: "pipe" });
     const control = createServer((socket) => socket.end("control\n"));
     try {
-      sh("netns", "add", ns);
-      sh("link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd, "netns", ns);
+      // unshare execs sleep once the namespace is made: then the link can go into it.
+      await waitFor(
+        "the namespace holder",
+        async () =>
+          readlinkSync(`/proc/${holder.pid}/ns/net`) !== readlinkSync("/proc/self/ns/net") &&
+          readFileSync(`/proc/${holder.pid}/comm`, "utf8").trim() === "sleep",
+      );
+      sh("link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd, "netns", String(holder.pid));
       sh("addr", "add", "10.78.0.1/30", "dev", hostEnd);
       sh("link", "set", hostEnd, "up");
-      sh("-n", ns, "addr", "add", "10.78.0.2/30", "dev", nsEnd);
-      sh("-n", ns, "link", "set", nsEnd, "up");
-      sh("-n", ns, "route", "add", "10.77.0.0/24", "via", "10.78.0.1");
+      inNs("ip", "addr", "add", "10.78.0.2/30", "dev", nsEnd);
+      inNs("ip", "link", "set", nsEnd, "up");
+      inNs("ip", "route", "add", "10.77.0.0/24", "via", "10.78.0.1");
       await new Promise<void>((resolve) => control.listen(0, "10.78.0.1", resolve));
       const connect = (host: string, port: number) =>
-        execFileSync(
-          "ip",
-          [
-            "netns",
-            "exec",
-            ns,
-            process.execPath,
-            "-e",
-            `const s = require("node:net").connect(${port}, ${JSON.stringify(host)}, () => { console.log("connected"); process.exit(0); });
+        inNs(
+          process.execPath,
+          "-e",
+          `const s = require("node:net").connect(${port}, ${JSON.stringify(host)}, () => { console.log("connected"); process.exit(0); });
              s.on("error", (e) => { console.log(e.code); process.exit(0); });
              setTimeout(() => { console.log("timeout"); process.exit(0); }, 2000);`,
-          ],
-          { encoding: "utf8" },
         ).trim();
       const apiserverPort = state.ports.apiserver;
       // The path works (an unguarded port answers) ...
@@ -205,7 +210,7 @@ describe("a real node", () => {
     } finally {
       control.close();
       execFileSync("ip", ["link", "del", hostEnd], { stdio: "ignore" });
-      execFileSync("ip", ["netns", "del", ns], { stdio: "ignore" });
+      holder.kill("SIGKILL");
     }
   });
 
