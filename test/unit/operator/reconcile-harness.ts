@@ -5,11 +5,13 @@
  * and an Event recorder that keeps every Event. `settle()` lets the caches catch up with the
  * writes made so far, as the informers would, so a test can walk a model through its life.
  */
+import assert from "node:assert/strict";
 import pino from "pino";
-import { mlModelKind } from "../../../src/api/kinds.ts";
+import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
 import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
+import { servingPodTemplate } from "../../../src/operator/desired.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
 import type {
   CreatedSecrets,
@@ -19,7 +21,8 @@ import type {
 } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import { countsSettleMs, type HeldRollouts } from "../../../src/operator/mlmodel/report.ts";
-import type { OperatorConfig } from "../../../src/operator/plan.ts";
+import { type OperatorConfig, planModel } from "../../../src/operator/plan.ts";
+import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
 import {
   ApiError,
   type AppliedVersion,
@@ -35,6 +38,7 @@ import {
   type ResourceKind,
   type Store,
 } from "../../../src/runtime/index.ts";
+import { tfServing } from "./fixtures.ts";
 
 export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete" | "create";
 
@@ -253,6 +257,19 @@ export function mlModel(spec: MLModelSpec, name = "resnet"): MLModel {
     metadata: { name, namespace, uid: `uid-${name}`, generation: 1 },
     spec,
   };
+}
+
+/** The serving revision (pod template hash) of a spec of "resnet" on TensorFlow Serving, as the operator computes it. */
+export function revisionOf(spec: MLModelSpec): string {
+  const model = mlModel(spec);
+  const resolution = resolveRuntime(model, [], [tfServing]);
+  assert.ok(resolution.ok);
+  return servingPodTemplate(planModel(model, resolution.runtime)).revision;
+}
+
+/** A World with TensorFlow Serving, the MLModel "resnet" of `spec`, and `more`. */
+export function modelWorld(spec: MLModelSpec, ...more: [ResourceKind, KubeObject][]): World {
+  return new World([clusterServingRuntimeKind, tfServing], [mlModelKind, mlModel(spec)], ...more);
 }
 
 /** A cluster as the operator's caches see it, and everything the reconcile wrote to it. */

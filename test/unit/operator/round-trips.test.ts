@@ -7,15 +7,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Deployment } from "@kubernetes/client-node";
-import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
+import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
-import { servingPodTemplate } from "../../../src/operator/desired.ts";
 import type { ModelClient } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import { rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
 import { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
-import { planModel } from "../../../src/operator/plan.ts";
-import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
 import {
   type AppliedVersion,
   answerMeta,
@@ -25,24 +22,15 @@ import {
   type ResourceKind,
   type StoreChange,
 } from "../../../src/runtime/index.ts";
-import { pod, tfServing } from "./fixtures.ts";
-import { line, mlModel, RecordingClient, World } from "./reconcile-harness.ts";
+import { pod } from "./fixtures.ts";
+import { line, modelWorld, RecordingClient, revisionOf, type World } from "./reconcile-harness.ts";
 
 const image = (tag: string): MLModelSpec => ({ model: {}, image: `registry.local/server:${tag}` });
 const downloaded = (version: string): MLModelSpec => ({
   model: { uri: "s3://models/resnet", format: "tensorflow", version },
 });
 
-function revisionOf(spec: MLModelSpec): string {
-  const model = mlModel(spec);
-  const resolution = resolveRuntime(model, [], [tfServing]);
-  assert.ok(resolution.ok);
-  return servingPodTemplate(planModel(model, resolution.runtime)).revision;
-}
-
-function world(spec: MLModelSpec): World {
-  return new World([clusterServingRuntimeKind, tfServing], [mlModelKind, mlModel(spec)]);
-}
+const world = modelWorld;
 
 /** The Deployment reports its rollout done and one pod of `revision` is ready. */
 function rolledOut(w: World, revision: string, generation = 1): void {
