@@ -16,8 +16,9 @@ import type {
 
 /**
  * The writes the MLModel reconciler makes, nothing more: server-side apply of children (with
- * the answer read, unread, or only its resourceVersion read: applyForVersion) and of the status, a merge patch of the status (clearing the downloader's fields), delete, and
- * create for the one kind it may create but never change (a URI Secret: RBAC grants no patch).
+ * the answer read, unread, or only its version read: applyForVersion) and of the status, a
+ * merge patch of the status (clearing the downloader's fields), delete, and create for the one
+ * kind it may create but never change (a URI Secret: RBAC grants no patch).
  */
 export type ModelClient = Pick<
   KubeClient,

@@ -9,7 +9,8 @@
  * What is read, and so kept here: the labels and annotations of ours (an edit or removal of
  * one is drift; other managers' are not), the deletion mark and the owners, the spec (by
  * generation where the kind has one: every spec change bumps it; else by value), and per kind
- * the status fields status.ts, canary/ and the syncers look at. Adds and deletes always wake.
+ * the status fields status.ts, canary/ and the syncers look at. Adds and deletes always wake,
+ * but the add that is the echo of the operator's own create (OwnWrites, below).
  */
 import type { V1ContainerStatus, V1PodCondition } from "@kubernetes/client-node";
 import {
