@@ -4,6 +4,7 @@
 
 export { ItemBackoff, JitterBackoff } from "./backoff.ts";
 export type {
+  AppliedVersion,
   ApplyOptions,
   Connection,
   DeleteOptions,
@@ -15,7 +16,7 @@ export type {
   Verb,
   WatchOptions,
 } from "./client.ts";
-export { KubeClient, kubeConfigConnection, WatchInactivityError } from "./client.ts";
+export { answerMeta, KubeClient, kubeConfigConnection, WatchInactivityError } from "./client.ts";
 export type { Clock, Timer } from "./clock.ts";
 export { FakeClock, realClock, sleep } from "./clock.ts";
 export type {

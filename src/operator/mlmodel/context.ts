@@ -16,12 +16,13 @@ import type {
 
 /**
  * The writes the MLModel reconciler makes, nothing more: server-side apply of children (with
- * or without reading the answer) and of the status, a merge patch of the status (clearing the downloader's fields), delete, and
- * create for the one kind it may create but never change (a URI Secret: RBAC grants no patch).
+ * the answer read, unread, or only its version read: applyForVersion) and of the status, a
+ * merge patch of the status (clearing the downloader's fields), delete, and create for the one
+ * kind it may create but never change (a URI Secret: RBAC grants no patch).
  */
 export type ModelClient = Pick<
   KubeClient,
-  "apply" | "applyDiscardingAnswer" | "applyStatus" | "patch" | "delete" | "create"
+  "apply" | "applyDiscardingAnswer" | "applyForVersion" | "applyStatus" | "patch" | "delete" | "create"
 >;
 
 /** What a stage that writes needs. */

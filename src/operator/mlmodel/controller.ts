@@ -13,14 +13,23 @@ import {
   type KubeObject,
   type Manager,
   or,
+  type Predicate,
   type Request,
+  type ResourceKind,
 } from "../../runtime/index.ts";
 import { commandsChangedPredicate } from "../canary/commands.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import { type CreatedSecrets, forgetExpired, type WrittenStatuses, writtenStatusTtlMs } from "./context.ts";
+import {
+  type CreatedSecrets,
+  forgetExpired,
+  type ModelClient,
+  type WrittenStatuses,
+  writtenStatusTtlMs,
+} from "./context.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
-import { jobWakes, podWakes, specWakes, statusWakes } from "./wakes.ts";
+import type { HeldRollouts } from "./report.ts";
+import { jobWakes, OwnWrites, podWakes, specWakes, statusWakes } from "./wakes.ts";
 
 export interface MLModelControllerOptions extends ReconcileOptions {
   concurrency?: number;
@@ -50,20 +59,27 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
   // sweep once a TTL, for when no write comes (a burst of models, then quiet: 10,000 statuses).
   setInterval(() => forgetExpired(written, Date.now()), writtenStatusTtlMs).unref();
   const createdSecrets: CreatedSecrets = new Map();
+  const heldRollouts: HeldRollouts = new Map();
+  // The echoes of the children this controller creates wake nobody (wakes.ts).
+  const own = new OwnWrites();
+  const owned = (kind: ResourceKind, wakes?: Predicate) => ({
+    predicates: wakes ? [own.predicate(kind), wakes] : [own.predicate(kind)],
+  });
+  let client: ModelClient | undefined;
   mgr
     .controller("mlmodel")
     // A spec change, or a canary command (`mlmodel promote` writes an annotation).
     .for(mlModelKind, { predicates: [or(generationChangedPredicate(), commandsChangedPredicate())] })
     // A child's update wakes its model only when it changed what the reconcile reads (wakes.ts).
-    .owns(builtinKinds.Deployment, { predicates: [statusWakes] })
-    .owns(builtinKinds.Service, { predicates: [specWakes] })
-    .owns(builtinKinds.Job, { predicates: [jobWakes] })
-    .owns(builtinKinds.PersistentVolumeClaim, { predicates: [specWakes] })
-    .owns(builtinKinds.HorizontalPodAutoscaler, { predicates: [statusWakes] })
-    .owns(builtinKinds.PodDisruptionBudget, { predicates: [statusWakes] })
-    .owns(builtinKinds.ControllerRevision, { predicates: [specWakes] })
+    .owns(builtinKinds.Deployment, owned(builtinKinds.Deployment, statusWakes))
+    .owns(builtinKinds.Service, owned(builtinKinds.Service, specWakes))
+    .owns(builtinKinds.Job, owned(builtinKinds.Job, jobWakes))
+    .owns(builtinKinds.PersistentVolumeClaim, owned(builtinKinds.PersistentVolumeClaim, specWakes))
+    .owns(builtinKinds.HorizontalPodAutoscaler, owned(builtinKinds.HorizontalPodAutoscaler, statusWakes))
+    .owns(builtinKinds.PodDisruptionBudget, owned(builtinKinds.PodDisruptionBudget, statusWakes))
+    .owns(builtinKinds.ControllerRevision, owned(builtinKinds.ControllerRevision, specWakes))
     // A canary's traffic split, watched only while the cluster serves the Gateway API.
-    .owns(httpRouteKind, { optional: true })
+    .owns(httpRouteKind, { optional: true, ...owned(httpRouteKind) })
     .watches(
       builtinKinds.Pod,
       (pod) => {
@@ -78,11 +94,17 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .watches(servingRuntimeKind, (rt) => models.list(rt.metadata.namespace).map(requestOf))
     .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))
     .concurrency(options.concurrency ?? defaultConcurrency)
-    .reconcile((ctx) =>
-      reconcileMLModel(ctx, {
-        ...options,
-        writtenStatus: options.writtenStatus ?? written,
-        createdSecrets: options.createdSecrets ?? createdSecrets,
-      }),
-    );
+    .reconcile((ctx) => {
+      // The manager's one client, wrapped once.
+      client ??= own.client(ctx.client);
+      return reconcileMLModel(
+        { ...ctx, client },
+        {
+          ...options,
+          writtenStatus: options.writtenStatus ?? written,
+          createdSecrets: options.createdSecrets ?? createdSecrets,
+          heldRollouts: options.heldRollouts ?? heldRollouts,
+        },
+      );
+    });
 }

@@ -20,13 +20,15 @@ import { cleanup, cleanupSteps } from "./cleanup.ts";
 import type { MLModelContext, WrittenStatuses } from "./context.ts";
 import { decide } from "./decide.ts";
 import { observe } from "./observe.ts";
-import { report } from "./report.ts";
+import { type HeldRollouts, report } from "./report.ts";
 import { type SyncOptions, syncChildren } from "./sync.ts";
 
 export interface ReconcileOptions extends SyncOptions {
   now?: () => Date;
   /** Kept across reconciles by the controller (see WrittenStatuses). */
   writtenStatus?: WrittenStatuses;
+  /** Kept across reconciles by the controller (see HeldRollouts); without it nothing is held. */
+  heldRollouts?: HeldRollouts;
 }
 
 /** A deleted download Job is replaced by the next reconcile, this soon. */
@@ -40,13 +42,14 @@ export async function reconcileMLModel(
   if (!observed) {
     // Gone: its children are garbage-collected through their owner references.
     options.writtenStatus?.delete(keyString(ctx.request));
+    options.heldRollouts?.delete(keyString(ctx.request));
     return undefined;
   }
   const decision = decide(observed);
   const synced = await syncChildren(ctx, observed, decision, options);
   const { status, requeueAfterMs } = assess(observed, decision, synced);
   await cleanup(ctx, cleanupSteps(observed, decision, synced, status, options));
-  const deferredMs = await report(ctx, observed, status, options.writtenStatus);
+  const deferredMs = await report(ctx, observed, status, options.writtenStatus, options.heldRollouts);
   const after = earliest(requeueAfterMs ?? (synced.retryLater ? replaceJobAfterMs : undefined), deferredMs);
   return after === undefined ? undefined : { requeueAfterMs: after };
 }

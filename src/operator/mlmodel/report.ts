@@ -24,10 +24,75 @@ import type { Observation } from "./observe.ts";
  * rollout's counts move several times within a second or two (pod created, ready, rollout
  * reported complete; a claim bound, a download pod started, then done), and each was a status
  * write: 3 to 7 per downloaded model where its steps take 3 (bench/README.md). A change of
- * phase, reason, generation, revision or canary is written at once; the rest lags by at most
- * this (downloadCountsSettleMs while downloading).
+ * phase, reason, generation, revision or canary is written at once (but a new generation's
+ * first Deploying, see HeldRollouts); the rest lags by at most this (downloadCountsSettleMs
+ * while downloading).
  */
 export const countsSettleMs = 2000;
+
+/**
+ * A new generation's first Deploying status waits this long for the next step (kwok: the pod
+ * Ready about half a second after the Deployment; a real image a few seconds), and is written
+ * with it, or alone once it is this old: each model created or updated made two status writes
+ * (Deploying, then Ready) where the second alone says everything. The reconcile that applied
+ * the new Deployment then ends with its child writes, one round trip instead of two.
+ */
+export const rolloutSettleMs = countsSettleMs;
+
+/**
+ * Since when a new generation's first Deploying has been held back, per model
+ * ("namespace/name"), kept across reconciles by the controller. While held, the status still
+ * says what the previous one said, for the previous observedGeneration (true of that
+ * generation: its pods serve until the new ones are ready), or nothing for a new model; never
+ * anything the new generation has not reached. Only that one status is held (startsRollout):
+ * Ready, a failure, a rollback, a recorded failed revision, a canary's step, and Downloading
+ * are written at once.
+ */
+export type HeldRollouts = Map<string, { generation: number | undefined; since: number }>;
+
+/** Whether `after` is the first status of a new generation and says Deploying (see HeldRollouts). */
+export function startsRollout(before: MLModelStatus | undefined, after: MLModelStatus): boolean {
+  return (
+    after.phase === "Deploying" &&
+    after.observedGeneration !== undefined &&
+    before?.observedGeneration !== after.observedGeneration &&
+    !after.canary &&
+    !after.revision?.failed &&
+    !after.conditions?.some((c) => c.type === "RolledBack" && c.status === "True")
+  );
+}
+
+/** An entry older than this is dropped on the next hold (its model was deleted or woken no more). */
+const heldRolloutTtlMs = 60_000;
+
+/** The ms left to hold `status` back, or undefined to write it now; starts the hold when new. */
+function rolloutHold(
+  held: HeldRollouts | undefined,
+  key: string,
+  before: MLModelStatus | undefined,
+  status: MLModelStatus,
+  now: number,
+): number | undefined {
+  if (!held) return undefined;
+  if (!startsRollout(before, status)) {
+    held.delete(key);
+    return undefined;
+  }
+  let entry = held.get(key);
+  if (!entry || entry.generation !== status.observedGeneration) {
+    for (const [k, e] of held) {
+      if (now - e.since < heldRolloutTtlMs) break;
+      held.delete(k);
+    }
+    held.delete(key); // re-inserted last: the map stays in order of holding
+    entry = { generation: status.observedGeneration, since: now };
+    held.set(key, entry);
+  }
+  const wait = entry.since + rolloutSettleMs - now;
+  if (wait > 0) return wait;
+  held.delete(key);
+  return undefined;
+}
 
 /**
  * The same while the model downloads (phase Downloading): the claim bound, the download pod
@@ -54,14 +119,18 @@ export async function report(
   o: Observation,
   status: MLModelStatus,
   written: WrittenStatuses | undefined,
+  held?: HeldRollouts,
 ): Promise<number | undefined> {
   const { model } = o;
   const mine = written?.get(o.key);
   if (canonicalJson(operatorOwned(status)) === ownedJson(model.status)) {
     if (mine) mine.countsSince = undefined;
+    held?.delete(o.key);
     return undefined;
   }
   const now = Date.parse(o.now);
+  const hold = rolloutHold(held, o.key, model.status, status, now);
+  if (hold !== undefined) return hold;
   // Only within a minute of a write of ours (an entry): a change of counts long after one
   // (an autoscaler's, a pod restarted) is written at once.
   if (mine && countsOnly(model.status, status)) {

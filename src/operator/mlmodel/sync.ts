@@ -1,7 +1,9 @@
 /**
  * Stage 3, sync children: the syncers in syncers/, in the order the model needs them. The spec's
- * revision is recorded first, whatever happens next, and with it the URI Secrets of a URI with
- * credentials in it (the spec's, the served one's and a canary's). Then, unless something
+ * revision is recorded whatever happens next: beside the other children (one round trip less
+ * per new model: nothing else reads the revision object, it is recorded history), or first
+ * when there are URI Secrets of a URI with credentials in it (the spec's, the served one's and
+ * a canary's), which it owns and which are created right after it. Then, unless something
  * referenced is missing or the model is being deleted: storage, the download Job (with a
  * canary, the canary's content too, beside the stable one's), and only once the content is
  * downloaded the serving children (until then the current pods keep serving the previous
@@ -51,9 +53,17 @@ export async function syncChildren(
   d: Decision,
   config: SyncOptions,
 ): Promise<Synced> {
-  const revisions = d.revisionToRecord
-    ? await recordRevision(ctx, d.revisionToRecord, o.children.revisions)
-    : o.children.revisions;
+  const record = d.revisionToRecord;
+  if (d.uriSecretPlans.length === 0) {
+    // No URI Secret: the revision beside the rest. Both are waited for, and a failure of
+    // either fails the reconcile (the first one's error), as in sequence.
+    const [revisions, rest] = await settleBoth(
+      record ? recordRevision(ctx, record, o.children.revisions) : o.children.revisions,
+      syncRest(ctx, o, d, config),
+    );
+    return { revisions, ...rest };
+  }
+  const revisions = record ? await recordRevision(ctx, record, o.children.revisions) : o.children.revisions;
   await syncUriSecrets(ctx, {
     model: o.model,
     plans: d.uriSecretPlans,
@@ -62,9 +72,27 @@ export async function syncChildren(
     created: config.createdSecrets ?? new Map(),
     now: Date.parse(o.now),
   });
+  return { revisions, ...(await syncRest(ctx, o, d, config)) };
+}
+
+/** Both values once both settled; else the first failure (in argument order), once both settled. */
+async function settleBoth<A, B>(a: A | Promise<A>, b: Promise<B>): Promise<[A, B]> {
+  const [x, y] = await Promise.allSettled([a, b]);
+  if (x.status === "rejected") throw x.reason;
+  if (y.status === "rejected") throw y.reason;
+  return [x.value, y.value];
+}
+
+/** Everything after the revision and the URI Secrets: storage, downloads, serving. */
+async function syncRest(
+  ctx: WriteContext,
+  o: Observation,
+  d: Decision,
+  config: SyncOptions,
+): Promise<Omit<Synced, "revisions">> {
   const live = servingChildren(o.children);
   const plan = d.plan;
-  if (!plan || d.missing.length > 0 || d.deleting) return { revisions, serving: live, jobs: [] };
+  if (!plan || d.missing.length > 0 || d.deleting) return { serving: live, jobs: [] };
 
   const owner = controllerOwnerRef(o.model);
   await syncStorage(ctx, plan, owner, o.children.claims);
@@ -80,7 +108,6 @@ export async function syncChildren(
   const reported = separate ? canaryDownload : download;
   const jobs = [download.job, canaryDownload?.job].filter((j): j is V1Job => j !== undefined);
   return {
-    revisions,
     revision: servingPodTemplate(plan).revision,
     ...(reported?.job ? { job: reported.job } : {}),
     downloadPlan: separate ?? plan,

@@ -9,10 +9,20 @@
  * What is read, and so kept here: the labels and annotations of ours (an edit or removal of
  * one is drift; other managers' are not), the deletion mark and the owners, the spec (by
  * generation where the kind has one: every spec change bumps it; else by value), and per kind
- * the status fields status.ts, canary/ and the syncers look at. Adds and deletes always wake.
+ * the status fields status.ts, canary/ and the syncers look at. Adds and deletes always wake,
+ * but the add that is the echo of the operator's own create (OwnWrites, below).
  */
 import type { V1ContainerStatus, V1PodCondition } from "@kubernetes/client-node";
-import { type KubeObject, type Predicate, selectedChangedPredicate } from "../../runtime/index.ts";
+import {
+  type KubeObject,
+  keyString,
+  kindName,
+  objectKey,
+  type Predicate,
+  type ResourceKind,
+  selectedChangedPredicate,
+} from "../../runtime/index.ts";
+import type { ModelClient } from "./context.ts";
 
 /** Our own label and annotation keys (serving.mlmodel.dev/...) and the standard app ones we set. */
 function ours(record: Readonly<Record<string, string>> | undefined): Record<string, string> | undefined {
@@ -113,3 +123,85 @@ export const podWakes: Predicate = selectedChangedPredicate<
     s?.initContainerStatuses?.map(containerRead),
   ];
 });
+
+/**
+ * The echoes of the operator's own child creates, which wake nobody. Every child the reconcile
+ * creates comes back through its watch as an add; its model was just reconciled with that
+ * child in view (the syncers return what they applied), so the add alone would only reconcile
+ * it again to write nothing: at N = 5,000, a revision, a Deployment and a Service per model,
+ * each a wake that put its model at the back of the queue again (bench/README.md, phase E).
+ *
+ * `client` wraps a reconcile's client: a child applied with applyForVersion whose apply
+ * created it (HTTP 201) is remembered by kind, key and the resourceVersion answered. The watch
+ * event carrying exactly that version, live (not a relist), is its echo and is dropped by
+ * `predicate`; any other event wakes as before. Why that is safe:
+ * - only creates are remembered: the object at a created resourceVersion is this write's
+ *   alone. An apply that changed an existing object (200) may have been a no-op answering
+ *   another writer's newer version, not yet seen by the watch: dropping that event would lose
+ *   its wake-up. So updates are not remembered (a spec update still echoes, once per model).
+ * - every later change (kube-controller-manager's status, pod readiness, a user's edit, a
+ *   delete) has another resourceVersion and wakes; a relisted object (initial) always does.
+ * - an echo that arrives before its answer was read is not known yet and wakes, as before:
+ *   a missed echo costs a reconcile, never a lost wake-up. Remembered versions are forgotten
+ *   once matched, and after `ttlMs` when their echo never came (the watch missed it and a
+ *   relist brought the object instead).
+ */
+export class OwnWrites {
+  readonly #echoes = new Map<string, { resourceVersion: string; at: number }>();
+  readonly #now: () => number;
+  readonly ttlMs: number;
+  /** Echoes dropped so far (for tests and a debug log). */
+  dropped = 0;
+
+  constructor(opts: { ttlMs?: number; now?: () => number } = {}) {
+    this.ttlMs = opts.ttlMs ?? 60_000;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  /** `client` with its applyForVersion answers remembered; every other verb passed through. */
+  client<C extends ModelClient>(client: C): ModelClient {
+    return {
+      apply: (kind, obj, opts) => client.apply(kind, obj, opts),
+      applyDiscardingAnswer: (kind, obj, opts) => client.applyDiscardingAnswer(kind, obj, opts),
+      applyForVersion: async (kind, obj, opts) => {
+        const answer = await client.applyForVersion(kind, obj, opts);
+        if (answer.created && answer.resourceVersion) this.remember(kind, obj, answer.resourceVersion);
+        return answer;
+      },
+      applyStatus: (kind, obj, opts) => client.applyStatus(kind, obj, opts),
+      patch: (kind, key, patch, type, opts) => client.patch(kind, key, patch, type, opts),
+      delete: (kind, key, opts) => client.delete(kind, key, opts),
+      create: (kind, obj, opts) => client.create(kind, obj, opts),
+    };
+  }
+
+  /** The predicate for one owned kind: false for the echo of a create of ours, true for everything else. */
+  predicate(kind: ResourceKind): Predicate {
+    const prefix = `${kindName(kind)}/`;
+    return (change) => {
+      if (change.initial || change.type === "delete") return true;
+      const key = prefix + keyString(objectKey(change.object));
+      const echo = this.#echoes.get(key);
+      if (!echo || echo.resourceVersion !== change.object.metadata.resourceVersion) return true;
+      this.#echoes.delete(key);
+      this.dropped++;
+      return false;
+    };
+  }
+
+  /** How many creates are remembered whose echo has not come (yet). */
+  get size(): number {
+    return this.#echoes.size;
+  }
+
+  remember(kind: ResourceKind, obj: KubeObject, resourceVersion: string): void {
+    const now = this.#now();
+    const key = `${kindName(kind)}/${keyString(objectKey(obj))}`;
+    this.#echoes.delete(key); // re-inserted last: the map stays in order of writing
+    this.#echoes.set(key, { resourceVersion, at: now });
+    for (const [k, e] of this.#echoes) {
+      if (now - e.at < this.ttlMs) break;
+      this.#echoes.delete(k);
+    }
+  }
+}

@@ -117,6 +117,20 @@ describe("KubeClient (real API server)", () => {
       "a conflict's Status is read for its code and reason",
     );
 
+    // Only whether it created the object, and its uid and resourceVersion, read from the answer.
+    const fresh = await client.applyForVersion(CM, cm("versioned", { x: "1" }), { fieldManager: "rt-test" });
+    const got = await client.get(CM, { namespace: ns.name, name: "versioned" });
+    assert.deepEqual(fresh, {
+      created: true,
+      uid: got?.metadata.uid,
+      resourceVersion: got?.metadata.resourceVersion,
+    });
+    const again = await client.applyForVersion(CM, cm("versioned", { x: "2" }), { fieldManager: "rt-test" });
+    assert.equal(again.created, false, "an update answers 200");
+    assert.ok(Number(again.resourceVersion) > Number(fresh.resourceVersion));
+    const same = await client.applyForVersion(CM, cm("versioned", { x: "2" }), { fieldManager: "rt-test" });
+    assert.deepEqual(same, { ...again, created: false }, "a no-op answers the stored version, not created");
+
     const crd = parse(
       readFileSync(new URL("../../../examples/podset/crd.yaml", import.meta.url), "utf8"),
     ) as KubeObject;

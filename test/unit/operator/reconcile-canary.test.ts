@@ -7,19 +7,17 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Deployment, V1Job, V1Service } from "@kubernetes/client-node";
-import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
+import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { commandAnnotations, promoteAnnotation } from "../../../src/operator/canary/commands.ts";
 import { httpRouteKind, trackLabel } from "../../../src/operator/canary/desired.ts";
-import { servingPodTemplate } from "../../../src/operator/desired.ts";
 import { canaryRecheckMs } from "../../../src/operator/mlmodel/canary.ts";
 import { childNames, labels } from "../../../src/operator/names.ts";
-import { contentHash, planModel } from "../../../src/operator/plan.ts";
+import { contentHash } from "../../../src/operator/plan.ts";
 import { pruneJobName } from "../../../src/operator/prune.ts";
-import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
-import { pod, tfServing } from "./fixtures.ts";
-import { disallowedWrites, everyWrite, mlModel, World } from "./reconcile-harness.ts";
+import { pod } from "./fixtures.ts";
+import { disallowedWrites, everyWrite, modelWorld, revisionOf, type World } from "./reconcile-harness.ts";
 
 type Canary = NonNullable<NonNullable<MLModelSpec["rollout"]>["canary"]>;
 
@@ -35,16 +33,7 @@ const downloaded = (version: string, canary: Canary = { trafficPercent: 20 }): M
   rollout: { canary },
 });
 
-function revisionOf(spec: MLModelSpec): string {
-  const model = mlModel(spec);
-  const resolution = resolveRuntime(model, [], [tfServing]);
-  assert.ok(resolution.ok);
-  return servingPodTemplate(planModel(model, resolution.runtime)).revision;
-}
-
-function world(spec: MLModelSpec): World {
-  return new World([clusterServingRuntimeKind, tfServing], [mlModelKind, mlModel(spec)]);
-}
+const world = modelWorld;
 
 async function step(w: World): Promise<string[]> {
   const { writes } = await w.reconcile();

@@ -5,11 +5,13 @@
  * and an Event recorder that keeps every Event. `settle()` lets the caches catch up with the
  * writes made so far, as the informers would, so a test can walk a model through its life.
  */
+import assert from "node:assert/strict";
 import pino from "pino";
-import { mlModelKind } from "../../../src/api/kinds.ts";
+import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
 import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
+import { servingPodTemplate } from "../../../src/operator/desired.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
 import type {
   CreatedSecrets,
@@ -18,10 +20,12 @@ import type {
   WrittenStatuses,
 } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
-import { countsSettleMs } from "../../../src/operator/mlmodel/report.ts";
-import type { OperatorConfig } from "../../../src/operator/plan.ts";
+import { countsSettleMs, type HeldRollouts } from "../../../src/operator/mlmodel/report.ts";
+import { type OperatorConfig, planModel } from "../../../src/operator/plan.ts";
+import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
 import {
   ApiError,
+  type AppliedVersion,
   type ApplyOptions,
   type DeleteOptions,
   type EventType,
@@ -34,6 +38,7 @@ import {
   type ResourceKind,
   type Store,
 } from "../../../src/runtime/index.ts";
+import { tfServing } from "./fixtures.ts";
 
 export type WriteVerb = "apply" | "applyStatus" | "patch" | "delete" | "create";
 
@@ -65,8 +70,12 @@ export const everyWrite: Write[] = [];
 /** A ModelClient that records every write and fails the ones it was told to. */
 export class RecordingClient implements ModelClient {
   readonly writes: Write[] = [];
-  /** Gives a status write the resourceVersion it produces, as the API server would. */
+  /** Gives a write the resourceVersion it produces, as the API server would (the caches get it when they settle it). */
   resourceVersions?: () => string;
+  /** Whether the cluster holds an object of this kind and name that this client did not write (applyForVersion's `created`). */
+  exists?: (kind: ResourceKind, name: string) => boolean;
+  /** The objects this client applied or created and has not deleted since, by kind and name. */
+  readonly #stored = new Set<string>();
   readonly #failures: Failure[] = [];
 
   /** The next write matching `match` fails with `code` (delete of a missing object answers false, as KubeClient's does). */
@@ -83,6 +92,21 @@ export class RecordingClient implements ModelClient {
     this.#applied("apply", kind, obj, opts);
   }
 
+  /**
+   * Recorded as an apply; answers as the API server would: created when no such object existed
+   * (neither one this client wrote nor one `exists` knows), with the uid and the
+   * resourceVersion the write produced.
+   */
+  async applyForVersion(kind: ResourceKind, obj: KubeObject, opts: ApplyOptions): Promise<AppliedVersion> {
+    const created = !this.#stored.has(storedKey(kind, obj)) && !this.exists?.(kind, obj.metadata.name!);
+    const stored = this.#applied("apply", kind, obj, opts);
+    return {
+      created,
+      uid: stored.metadata.uid,
+      ...(stored.metadata.resourceVersion ? { resourceVersion: stored.metadata.resourceVersion } : {}),
+    };
+  }
+
   async applyStatus<T extends KubeObject = KubeObject>(
     kind: ResourceKind,
     obj: T,
@@ -93,10 +117,10 @@ export class RecordingClient implements ModelClient {
 
   /**
    * Server-side apply answers with the object as stored: here, as sent, with the uid the server
-   * gives it (and a status write with its new resourceVersion).
+   * gives it and the resourceVersion the write produced.
    */
   #applied<T extends KubeObject>(verb: WriteVerb, kind: ResourceKind, obj: T, opts: ApplyOptions): T {
-    const resourceVersion = verb === "applyStatus" ? this.resourceVersions?.() : undefined;
+    const resourceVersion = this.resourceVersions?.();
     this.#record({
       verb,
       kind,
@@ -105,6 +129,7 @@ export class RecordingClient implements ModelClient {
       force: Boolean(opts.force),
       ...(resourceVersion ? { resourceVersion } : {}),
     });
+    if (verb === "apply") this.#stored.add(storedKey(kind, obj));
     const stored = withUid(kind, structuredClone(obj));
     if (resourceVersion) stored.metadata.resourceVersion = resourceVersion;
     return stored;
@@ -113,6 +138,7 @@ export class RecordingClient implements ModelClient {
   /** Create answers as apply does, or 409 (AlreadyExists) when told to fail. */
   async create<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T): Promise<T> {
     this.#record({ verb: "create", kind, ...keyOf(obj), body: structuredClone(obj) });
+    this.#stored.add(storedKey(kind, obj));
     return withUid(kind, structuredClone(obj));
   }
 
@@ -138,6 +164,7 @@ export class RecordingClient implements ModelClient {
   async delete(kind: ResourceKind, key: ObjectKey, _opts?: DeleteOptions): Promise<boolean> {
     try {
       this.#record({ verb: "delete", kind, ...key });
+      this.#stored.delete(storedKey(kind, key));
     } catch (err) {
       if (err instanceof ApiError && err.code === 404) return false;
       throw err;
@@ -161,6 +188,11 @@ export class RecordingClient implements ModelClient {
       reason,
     });
   }
+}
+
+function storedKey(kind: ResourceKind, obj: KubeObject | ObjectKey): string {
+  const key = "metadata" in obj ? obj.metadata : obj;
+  return `${kindName(kind)}/${key.namespace ?? ""}/${key.name}`;
 }
 
 /** The uid the API server gives an object it stores: here, the same for the same kind and name. */
@@ -227,11 +259,25 @@ export function mlModel(spec: MLModelSpec, name = "resnet"): MLModel {
   };
 }
 
+/** The serving revision (pod template hash) of a spec of "resnet" on TensorFlow Serving, as the operator computes it. */
+export function revisionOf(spec: MLModelSpec): string {
+  const model = mlModel(spec);
+  const resolution = resolveRuntime(model, [], [tfServing]);
+  assert.ok(resolution.ok);
+  return servingPodTemplate(planModel(model, resolution.runtime)).revision;
+}
+
+/** A World with TensorFlow Serving, the MLModel "resnet" of `spec`, and `more`. */
+export function modelWorld(spec: MLModelSpec, ...more: [ResourceKind, KubeObject][]): World {
+  return new World([clusterServingRuntimeKind, tfServing], [mlModelKind, mlModel(spec)], ...more);
+}
+
 /** A cluster as the operator's caches see it, and everything the reconcile wrote to it. */
 export class World {
   readonly client = new RecordingClient();
   readonly events: RecordedEvent[] = [];
   readonly written: WrittenStatuses = new Map();
+  readonly heldRollouts: HeldRollouts = new Map();
   readonly createdSecrets: CreatedSecrets = new Map();
   readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
   /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
@@ -244,9 +290,10 @@ export class World {
    */
   tickMs = countsSettleMs;
   /**
-   * A reconcile that wrote nothing but held back a change of counts (report.ts,
-   * countsSettleMs) is followed by the one the queue brings back when the time is up, as the
-   * controller would; false to see the held-back reconcile alone.
+   * A reconcile that held back a change of counts (report.ts, countsSettleMs) and wrote nothing
+   * else, or a new generation's first Deploying (HeldRollouts) whatever else it wrote, is
+   * followed by the one the queue brings back when the time is up, as the controller would;
+   * false to see the held-back reconcile alone.
    */
   followHeldCounts = true;
   readonly #stores = new Map<string, MemoryStore>();
@@ -257,6 +304,7 @@ export class World {
   constructor(...objects: [ResourceKind, KubeObject][]) {
     for (const [kind, obj] of objects) this.put(kind, obj);
     this.client.resourceVersions = () => String(++this.#resourceVersion);
+    this.client.exists = (kind, name) => this.get(kind, name) !== undefined;
   }
 
   store(kind: ResourceKind): MemoryStore {
@@ -321,12 +369,17 @@ export class World {
         now: () => this.now,
         writtenStatus: this.written,
         createdSecrets: this.createdSecrets,
+        heldRollouts: this.heldRollouts,
       });
     const before = this.client.writes.length;
     let result = await once();
-    const held = this.written.get(`${namespace}/${name}`)?.countsSince !== undefined;
+    const key = `${namespace}/${name}`;
+    const countsHeld = this.written.get(key)?.countsSince !== undefined;
     const quiet = this.client.writes.length === before;
-    if (this.followHeldCounts && held && quiet && result?.requeueAfterMs !== undefined) {
+    const held = (countsHeld && quiet) || this.heldRollouts.has(key);
+    if (this.followHeldCounts && held && result?.requeueAfterMs !== undefined) {
+      // By then the caches have shown what this reconcile wrote.
+      if (!quiet) this.settle();
       this.now = new Date(this.now.getTime() + result.requeueAfterMs);
       result = await once();
     }
@@ -351,7 +404,7 @@ export class World {
       if (w.verb === "delete") this.remove(w.kind, w.name);
       else if (w.verb === "apply" || w.verb === "create") {
         const before = this.get(w.kind, w.name);
-        this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) });
+        this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) }, w.resourceVersion);
       } else {
         const patch = (w.body as { status?: Record<string, unknown> }).status ?? {};
         const m = this.get<MLModel>(mlModelKind, w.name);

@@ -8,11 +8,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Deployment, V1Job, V1Secret } from "@kubernetes/client-node";
-import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
+import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { downloaderStatusFields, modelUriEnv } from "../../../src/downloader/contract.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
-import { servingPodTemplate, uriSecretKey, uriSecretType } from "../../../src/operator/desired.ts";
+import { uriSecretKey, uriSecretType } from "../../../src/operator/desired.ts";
 import {
   modelOfPod,
   modelReferences,
@@ -30,9 +30,8 @@ import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
 import { countsSettleMs, downloadCountsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import { childNames, labels } from "../../../src/operator/names.ts";
-import { contentHash, planModel } from "../../../src/operator/plan.ts";
+import { contentHash } from "../../../src/operator/plan.ts";
 import { pruneJobName } from "../../../src/operator/prune.ts";
-import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
 import {
   builtinKinds,
   KubeClient,
@@ -41,27 +40,26 @@ import {
   Manager,
   type ResourceKind,
 } from "../../../src/runtime/index.ts";
-import { pod, tfServing } from "./fixtures.ts";
-import { disallowedWrites, everyWrite, line, mlModel, World } from "./reconcile-harness.ts";
+import { pod } from "./fixtures.ts";
+import {
+  disallowedWrites,
+  everyWrite,
+  line,
+  mlModel,
+  modelWorld,
+  revisionOf,
+  type World,
+} from "./reconcile-harness.ts";
 
 const downloaded = (version: string, extra: Partial<MLModelSpec["model"]> = {}): MLModelSpec => ({
   model: { uri: "s3://models/resnet", format: "tensorflow", version, ...extra },
 });
 const image = (tag: string): MLModelSpec => ({ model: {}, image: `registry.local/server:${tag}` });
 
-/** The serving revision (pod template hash) of a spec, as the operator computes it. */
-function revisionOf(spec: MLModelSpec): string {
-  const model = mlModel(spec);
-  const resolution = resolveRuntime(model, [], [tfServing]);
-  assert.ok(resolution.ok);
-  return servingPodTemplate(planModel(model, resolution.runtime)).revision;
-}
 const jobOf = (spec: MLModelSpec) => childNames.download("resnet", contentHash(spec));
 const identity = ["ServiceAccount", "Role", "RoleBinding"].map((k) => `apply ${k}/resnet-downloader`);
 
-function world(spec: MLModelSpec, ...more: [typeof builtinKinds.Secret, KubeObject][]): World {
-  return new World([clusterServingRuntimeKind, tfServing], [mlModelKind, mlModel(spec)], ...more);
-}
+const world = modelWorld;
 
 function setJob(w: World, name: string, status: V1Job["status"]): void {
   w.update<KubeObject & V1Job>(builtinKinds.Job, name, (j) => {

@@ -22,8 +22,12 @@ export async function applyIfChanged(
   const obj = withAppliedHash(desired as KubeObject);
   if (!needsApply(obj, live as KubeObject | undefined)) return false;
   ctx.log.info({ kind: kind.kind, name: obj.metadata.name }, live ? "updating child" : "creating child");
-  // The stored object is not read (the caches bring it): its answer is dropped unparsed.
-  await ctx.client.applyDiscardingAnswer(kind, obj, { fieldManager, force: true, signal: ctx.signal });
+  // The stored object is not read (the caches bring it). A create's answer is read for its
+  // resourceVersion alone, so that its watch event (the echo) does not wake the model again
+  // (wakes.ts, OwnWrites); an update's is dropped unparsed.
+  const opts = { fieldManager, force: true, signal: ctx.signal };
+  if (live) await ctx.client.applyDiscardingAnswer(kind, obj, opts);
+  else await ctx.client.applyForVersion(kind, obj, opts);
   return true;
 }
 

@@ -14,10 +14,24 @@ export async function recordRevision(
     { revision: want.revision, hash: want.metadata?.labels?.[labels.revision] },
     "recording revision",
   );
-  const applied = (await ctx.client.apply(builtinKinds.ControllerRevision, want as unknown as KubeObject, {
-    fieldManager,
-    force: true,
-    signal: ctx.signal,
-  })) as unknown as V1ControllerRevision;
+  // Only the uid and resourceVersion of the answer are read (a URI Secret is owned by the
+  // revision's uid; a create's version is its echo, wakes.ts): the rest is `want` as applied.
+  const answer = await ctx.client.applyForVersion(
+    builtinKinds.ControllerRevision,
+    want as unknown as KubeObject,
+    {
+      fieldManager,
+      force: true,
+      signal: ctx.signal,
+    },
+  );
+  const applied: V1ControllerRevision = {
+    ...want,
+    metadata: {
+      ...want.metadata,
+      ...(answer.uid !== undefined ? { uid: answer.uid } : {}),
+      ...(answer.resourceVersion !== undefined ? { resourceVersion: answer.resourceVersion } : {}),
+    },
+  };
   return [...revisions.filter((r) => r.metadata?.name !== applied.metadata?.name), applied];
 }
