@@ -20,13 +20,7 @@ import {
 import { commandsChangedPredicate } from "../canary/commands.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import {
-  type CreatedSecrets,
-  forgetExpired,
-  type ModelClient,
-  type WrittenStatuses,
-  writtenStatusTtlMs,
-} from "./context.ts";
+import { type CreatedSecrets, forgetExpired, type WrittenStatuses, writtenStatusTtlMs } from "./context.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
 import type { HeldRollouts } from "./report.ts";
 import { jobWakes, OwnWrites, podWakes, specWakes, statusWakes } from "./wakes.ts";
@@ -65,7 +59,8 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
   const owned = (kind: ResourceKind, wakes?: Predicate) => ({
     predicates: wakes ? [own.predicate(kind), wakes] : [own.predicate(kind)],
   });
-  let client: ModelClient | undefined;
+  // The manager's client (the one every reconcile gets), wrapped once.
+  const client = own.client(mgr.client);
   mgr
     .controller("mlmodel")
     // A spec change, or a canary command (`mlmodel promote` writes an annotation).
@@ -94,10 +89,8 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .watches(servingRuntimeKind, (rt) => models.list(rt.metadata.namespace).map(requestOf))
     .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))
     .concurrency(options.concurrency ?? defaultConcurrency)
-    .reconcile((ctx) => {
-      // The manager's one client, wrapped once.
-      client ??= own.client(ctx.client);
-      return reconcileMLModel(
+    .reconcile((ctx) =>
+      reconcileMLModel(
         { ...ctx, client },
         {
           ...options,
@@ -105,6 +98,6 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
           createdSecrets: options.createdSecrets ?? createdSecrets,
           heldRollouts: options.heldRollouts ?? heldRollouts,
         },
-      );
-    });
+      ),
+    );
 }

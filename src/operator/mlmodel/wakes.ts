@@ -159,7 +159,7 @@ export class OwnWrites {
   }
 
   /** `client` with its applyForVersion answers remembered; every other verb passed through. */
-  client<C extends ModelClient>(client: C): ModelClient {
+  client(client: ModelClient): ModelClient {
     return {
       apply: (kind, obj, opts) => client.apply(kind, obj, opts),
       applyDiscardingAnswer: (kind, obj, opts) => client.applyDiscardingAnswer(kind, obj, opts),
