@@ -107,13 +107,29 @@ describe("a canary split by HTTPRoute weights (private cluster)", () => {
   });
 
   it("with the CRDs installed the canary starts: 100/0 until its replica is ready, then exactly 90/10", async () => {
+    // Every version of the route, from a watch: a poll can miss the 100/0 that lasts only until
+    // the canary's kwok pod is ready (half a second). Until the CRDs exist the watch is refused
+    // and tried again; it starts long before the operator's discovery poll finds them.
     const weightsSeen: string[] = [];
-    let polling = true;
+    const watching = new AbortController();
     const poller = (async () => {
-      while (polling) {
-        const b = backends(await route()).join(" ");
-        if (b && weightsSeen.at(-1) !== b) weightsSeen.push(b);
-        await new Promise((r) => setTimeout(r, 100));
+      let resourceVersion: string | undefined;
+      while (!watching.signal.aborted) {
+        try {
+          const opts = { namespace: ns, fieldSelector: `metadata.name=${name}`, allowWatchBookmarks: true };
+          for await (const event of admin.watch<Route>(
+            httpRouteKind,
+            { ...opts, ...(resourceVersion ? { resourceVersion } : {}) },
+            watching.signal,
+          )) {
+            resourceVersion = event.object.metadata.resourceVersion;
+            if (event.type === "BOOKMARK") continue;
+            const b = backends(event.object).join(" ");
+            if (b && weightsSeen.at(-1) !== b) weightsSeen.push(b);
+          }
+        } catch {
+          if (!watching.signal.aborted) await new Promise((r) => setTimeout(r, 100));
+        }
       }
     })();
     try {
@@ -140,7 +156,7 @@ describe("a canary split by HTTPRoute weights (private cluster)", () => {
       );
       assert.equal(r?.metadata.ownerReferences?.[0]?.name, name);
     } finally {
-      polling = false;
+      watching.abort();
       await poller;
     }
     assert.equal(
