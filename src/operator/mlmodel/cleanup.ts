@@ -90,7 +90,9 @@ export async function cleanup(ctx: WriteContext, steps: readonly CleanupStep[]):
       continue;
     }
     ctx.log.info({ job: step.job.metadata?.name }, "pruning old model versions from storage");
-    await ctx.client.applyDiscardingAnswer(builtinKinds.Job, step.job as KubeObject, {
+    // Created once (only when not cached): its answer is read for the version alone, so that
+    // the create's echo does not wake the model (wakes.ts, OwnWrites); its status updates do.
+    await ctx.client.applyForVersion(builtinKinds.Job, step.job as KubeObject, {
       fieldManager,
       force: true,
       signal: ctx.signal,

@@ -15,14 +15,15 @@ import type {
 } from "../../runtime/index.ts";
 
 /**
- * The writes the MLModel reconciler makes, nothing more: server-side apply of children (with
- * the answer read, unread, or only its version read: applyForVersion) and of the status, a
- * merge patch of the status (clearing the downloader's fields), delete, and create for the one
- * kind it may create but never change (a URI Secret: RBAC grants no patch).
+ * The writes the MLModel reconciler makes, nothing more: server-side apply of children (the
+ * answer unread, or only its uid and version read: applyForVersion, so that a create's echo
+ * wakes nobody, wakes.ts) and of the status, a merge patch of the status (clearing the
+ * downloader's fields), delete, and create for the one kind it may create but never change (a
+ * URI Secret: RBAC grants no patch). No child's answer is parsed whole.
  */
 export type ModelClient = Pick<
   KubeClient,
-  "apply" | "applyDiscardingAnswer" | "applyForVersion" | "applyStatus" | "patch" | "delete" | "create"
+  "applyDiscardingAnswer" | "applyForVersion" | "applyStatus" | "patch" | "delete" | "create"
 >;
 
 /** What a stage that writes needs. */

@@ -161,7 +161,6 @@ export class OwnWrites {
   /** `client` with its applyForVersion answers remembered; every other verb passed through. */
   client(client: ModelClient): ModelClient {
     return {
-      apply: (kind, obj, opts) => client.apply(kind, obj, opts),
       applyDiscardingAnswer: (kind, obj, opts) => client.applyDiscardingAnswer(kind, obj, opts),
       applyForVersion: async (kind, obj, opts) => {
         const answer = await client.applyForVersion(kind, obj, opts);

@@ -21,6 +21,7 @@ import type {
 } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import { countsSettleMs, type HeldRollouts } from "../../../src/operator/mlmodel/report.ts";
+import type { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
 import { type OperatorConfig, planModel } from "../../../src/operator/plan.ts";
 import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
 import {
@@ -37,6 +38,7 @@ import {
   type ReconcileResult,
   type ResourceKind,
   type Store,
+  type StoreChange,
 } from "../../../src/runtime/index.ts";
 import { tfServing } from "./fixtures.ts";
 
@@ -282,6 +284,8 @@ export class World {
   readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
   /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
   gatewayServed = false;
+  /** The reconcile's client is wrapped by this, as the controller wraps it (wakes.ts); see settleEchoes. */
+  own: OwnWrites | undefined;
   now = new Date("2026-01-01T00:00:00Z");
   /**
    * How far the clock moves after each reconcile: by default past countsSettleMs, as
@@ -354,7 +358,7 @@ export class World {
       request: { namespace, name },
       signal: new AbortController().signal,
       log: silentLogger,
-      client: this.client,
+      client: this.own ? this.own.client(this.client) : this.client,
       cache: <T extends KubeObject>(kind: ResourceKind) => this.store(kind) as unknown as Store<T>,
       served: (kind: ResourceKind) => kindName(kind) !== kindName(httpRouteKind) || this.gatewayServed,
       recorder: { event: (_obj, type, reason, message) => this.events.push({ type, reason, message }) },
@@ -419,12 +423,48 @@ export class World {
     this.#settled = Math.min(end, this.client.writes.length);
   }
 
+  /**
+   * The caches catch up with the writes not seen yet, one at a time as the watches bring them;
+   * returns those of the kinds the controller owns whose watch event still wakes the model
+   * (OwnWrites' predicate: `own`'s creates are not among them).
+   */
+  settleEchoes(): string[] {
+    const own = this.own;
+    if (!own) throw new Error("settleEchoes needs world.own");
+    const woken: string[] = [];
+    for (const w of this.client.writes.slice(this.#settled)) {
+      const before = this.store(w.kind).get({ namespace, name: w.name });
+      this.settle(1);
+      const after = this.store(w.kind).get({ namespace, name: w.name });
+      if (!ownedKinds.has(w.kind.kind) || w.verb === "applyStatus") continue;
+      const change: StoreChange | undefined = !after
+        ? before && { type: "delete", object: before, initial: false }
+        : before
+          ? { type: "update", object: after, old: before, initial: false }
+          : { type: "add", object: after, initial: false };
+      if (change && own.predicate(w.kind)(change)) woken.push(line(w));
+    }
+    return woken;
+  }
+
   /** The last status the reconcile wrote for the model. */
   lastStatus(name = "resnet"): MLModel["status"] {
     const w = this.client.writes.findLast((x) => x.verb === "applyStatus" && x.name === name);
     return (w?.body as MLModel | undefined)?.status;
   }
 }
+
+/** The kinds the MLModel controller owns (controller.ts): their echoes go through OwnWrites' predicate. */
+const ownedKinds = new Set([
+  "Deployment",
+  "Service",
+  "Job",
+  "PersistentVolumeClaim",
+  "HorizontalPodAutoscaler",
+  "PodDisruptionBudget",
+  "ControllerRevision",
+  "HTTPRoute",
+]);
 
 function statusOf(obj: KubeObject | undefined): { status?: unknown } {
   const status = (obj as { status?: unknown } | undefined)?.status;

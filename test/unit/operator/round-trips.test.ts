@@ -1,18 +1,20 @@
 /**
  * Fewer round trips per model (bench/README.md, phase E): the revision applied beside the
  * Deployment and Service, a new generation's first Deploying held for the next status, and the
- * echoes of the operator's own child creates waking nobody (OwnWrites). Counts and behaviour,
- * no timing.
+ * echoes of the operator's own child creates waking nobody (OwnWrites; the download path's
+ * claim and Job too). Counts and behaviour, no timing.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { V1Deployment } from "@kubernetes/client-node";
+import type { V1Deployment, V1Job } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
 import type { ModelClient } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import { rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
-import { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
+import { jobWakes, OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
+import { childNames } from "../../../src/operator/names.ts";
+import { contentHash } from "../../../src/operator/plan.ts";
 import {
   type AppliedVersion,
   answerMeta,
@@ -52,7 +54,6 @@ describe("the revision beside the Deployment and Service", () => {
     const sentWhilePending: string[] = [];
     // The revision's apply answers only once released; every other write goes through at once.
     const client: ModelClient = {
-      apply: (kind, obj, opts) => inner.apply(kind, obj, opts),
       applyDiscardingAnswer: (kind, obj, opts) => inner.applyDiscardingAnswer(kind, obj, opts),
       applyStatus: (kind, obj, opts) => inner.applyStatus(kind, obj, opts),
       patch: (kind, key, patch, type, opts) => inner.patch(kind, key, patch, type, opts),
@@ -301,7 +302,6 @@ describe("OwnWrites: the echo of a create of ours wakes nobody", () => {
   it("passes every verb through, applyDiscardingAnswer and applyStatus included, remembering none", async () => {
     const { inner, own, client } = fixture();
     await client.applyDiscardingAnswer(D, deployment("a"), opts);
-    await client.apply(D, deployment("b"), opts);
     await client.applyStatus(mlModelKind, { ...deployment("m"), kind: "MLModel" }, opts);
     await client.delete(D, { namespace: "ml", name: "a" });
     await client.create(builtinKinds.Secret, {
@@ -311,7 +311,6 @@ describe("OwnWrites: the echo of a create of ours wakes nobody", () => {
     });
     assert.deepEqual(inner.writes.map(line), [
       "apply Deployment/a",
-      "apply Deployment/b",
       "applyStatus MLModel/m",
       "delete Deployment/a",
       "create Secret/s",
@@ -333,22 +332,11 @@ describe("OwnWrites: the echo of a create of ours wakes nobody", () => {
   it("a reconcile of a new model: its three creates' echoes wake nobody; the rollout's next change does", async () => {
     const w = world(image("1"));
     const own = new OwnWrites();
-    await reconcileMLModel(
-      { ...w.context(), client: own.client(w.client) },
-      { ...w.config, now: () => w.now, writtenStatus: w.written, heldRollouts: w.heldRollouts },
-    );
+    w.own = own;
+    w.followHeldCounts = false;
+    await w.reconcile();
     // The watches bring the created children, as stored (settle() gives them the versions answered).
-    const woken: string[] = [];
-    for (const x of w.client.writes.filter((x) => x.verb === "apply")) {
-      const before = w.store(x.kind).get({ namespace: "ml", name: x.name });
-      w.settle(1);
-      const after = w.store(x.kind).get({ namespace: "ml", name: x.name })!;
-      const change: StoreChange = before
-        ? { type: "update", object: after, old: before, initial: false }
-        : { type: "add", object: after, initial: false };
-      if (own.predicate(x.kind)(change)) woken.push(line(x));
-    }
-    assert.deepEqual(woken, []);
+    assert.deepEqual(w.settleEchoes(), []);
     assert.equal(own.dropped, 3);
     const old = w.store(builtinKinds.Deployment).get({ namespace: "ml", name: "resnet" })!;
     rolledOut(w, revisionOf(image("1")));
@@ -357,6 +345,46 @@ describe("OwnWrites: the echo of a create of ours wakes nobody", () => {
       own.predicate(builtinKinds.Deployment)({ type: "update", object, old, initial: false }),
       true,
     );
+  });
+});
+
+describe("the download path's creates: their echoes wake nobody either", () => {
+  const jobName = childNames.download("resnet", contentHash(downloaded("1")));
+  const J = builtinKinds.Job;
+
+  it("a downloaded model's first reconcile: the claim's and the Job's echoes are dropped; the Job's first status update wakes", async () => {
+    const w = world(downloaded("1"));
+    const own = new OwnWrites();
+    w.own = own;
+    const first = await w.reconcile();
+    assert.deepEqual(first.writes, [
+      `apply ControllerRevision/resnet-${revisionOf(downloaded("1"))}`,
+      "apply PersistentVolumeClaim/resnet-model",
+      ...["ServiceAccount", "Role", "RoleBinding"].map((k) => `apply ${k}/resnet-downloader`),
+      `apply Job/${jobName}`,
+      "applyStatus MLModel/resnet",
+    ]);
+    assert.deepEqual(w.settleEchoes(), [], "the identity's kinds are not watched; the rest are our creates");
+    assert.equal(own.dropped, 3, "the revision, the claim, the Job");
+    // The status said of the Job as applied (no status yet, as a create answers) what the
+    // cached Job says: the next reconcile writes nothing.
+    assert.deepEqual((await w.reconcile()).writes, []);
+    const old = w.store(J).get({ namespace: "ml", name: jobName })!;
+    w.update<KubeObject & V1Job>(J, jobName, (j) => {
+      j.status = { active: 1 };
+    });
+    const object = w.store(J).get({ namespace: "ml", name: jobName })!;
+    assert.equal(own.predicate(J)({ type: "update", object, old, initial: false }), true);
+    assert.equal(jobWakes({ type: "update", object, old, initial: false }), true);
+  });
+
+  it("an apply that found the Job (the cache behind) is not remembered: its watch event wakes", async () => {
+    const w = world(downloaded("1"));
+    w.own = new OwnWrites();
+    w.client.exists = (kind, name) => kind.kind === "Job" || w.get(kind, name) !== undefined;
+    await w.reconcile();
+    assert.deepEqual(w.settleEchoes(), [`apply Job/${jobName}`]);
+    assert.equal(w.lastStatus()?.phase, "Downloading", "reported as just started until then");
   });
 });
 

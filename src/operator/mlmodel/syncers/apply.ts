@@ -2,7 +2,7 @@
  * The writes every syncer shares: apply a child only when it drifted, delete a stale one, and
  * keep a set of owned children of one kind equal to the desired set.
  */
-import type { KubeObject, ResourceKind } from "../../../runtime/index.ts";
+import type { AppliedVersion, KubeObject, ResourceKind } from "../../../runtime/index.ts";
 import { needsApply, withAppliedHash } from "../../drift.ts";
 import { fieldManager } from "../../names.ts";
 import type { WriteContext } from "../context.ts";
@@ -29,6 +29,21 @@ export async function applyIfChanged(
   if (live) await ctx.client.applyDiscardingAnswer(kind, obj, opts);
   else await ctx.client.applyForVersion(kind, obj, opts);
   return true;
+}
+
+/**
+ * `applied` as the API server stored it, for a writer that read only the answer's uid and
+ * resourceVersion (applyForVersion): the rest is what was applied.
+ */
+export function withAnswer<T extends { metadata?: object }>(applied: T, answer: AppliedVersion): T {
+  return {
+    ...applied,
+    metadata: {
+      ...applied.metadata,
+      ...(answer.uid !== undefined ? { uid: answer.uid } : {}),
+      ...(answer.resourceVersion !== undefined ? { resourceVersion: answer.resourceVersion } : {}),
+    },
+  };
 }
 
 export async function deleteChild(ctx: WriteContext, kind: ResourceKind, obj: Child): Promise<void> {

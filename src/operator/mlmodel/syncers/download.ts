@@ -21,6 +21,7 @@ import { annotations, fieldManager, shortHash } from "../../names.ts";
 import type { OperatorConfig, ServingPlan } from "../../plan.ts";
 import { jobState } from "../../status.ts";
 import type { WriteContext } from "../context.ts";
+import { withAnswer } from "./apply.ts";
 
 export interface DownloadInput {
   model: MLModel;
@@ -79,19 +80,26 @@ export async function syncDownload(ctx: WriteContext, input: DownloadInput): Pro
       annotations: { [annotations.jobSpecHash]: specHash, [annotations.retryKey]: inputs },
     },
   };
-  const created = await ctx.client.apply(builtinKinds.Job, job as KubeObject, {
+  // Only the uid and resourceVersion of the answer are read: a create's version is its echo,
+  // which then wakes nobody (wakes.ts, OwnWrites). The Job the status reports is `job` as
+  // applied, without status, as the API server answers a create (it drops a new Job's status;
+  // the Job controller writes it later, and those updates wake the model). An apply that found
+  // the Job (created by a reconcile whose echo the cache has not shown yet) is reported the
+  // same, as just started, until that echo, not remembered and so waking, brings it.
+  const answer = await ctx.client.applyForVersion(builtinKinds.Job, job as KubeObject, {
     fieldManager,
     force: true,
     signal: ctx.signal,
   });
-  return { job: created as V1Job };
+  return { job: withAnswer(job, answer) };
 }
 
 /**
  * The download Job's ServiceAccount, Role and RoleBinding, applied each time a Job is created
  * (idempotent) instead of cached: the operator neither watches nor holds every Role,
- * RoleBinding and ServiceAccount of the cluster. Applied without force: a same-named object
- * that another manager wrote (a user's Role) is a conflict, reported, never taken over.
+ * RoleBinding and ServiceAccount of the cluster (so their echoes wake nobody either). Applied
+ * without force: a same-named object that another manager wrote (a user's Role) is a
+ * conflict, reported, never taken over.
  */
 async function applyDownloadIdentity(ctx: WriteContext, model: MLModel, plan: ServingPlan): Promise<void> {
   const identity = desiredDownloadIdentity(plan, controllerOwnerRef(model));

@@ -3,6 +3,7 @@ import type { V1ControllerRevision } from "@kubernetes/client-node";
 import { builtinKinds, type KubeObject } from "../../../runtime/index.ts";
 import { fieldManager, labels } from "../../names.ts";
 import type { WriteContext } from "../context.ts";
+import { withAnswer } from "./apply.ts";
 
 /** Applies `want` and returns the revisions as they stand after: `want` replaces its cached copy. */
 export async function recordRevision(
@@ -25,13 +26,6 @@ export async function recordRevision(
       signal: ctx.signal,
     },
   );
-  const applied: V1ControllerRevision = {
-    ...want,
-    metadata: {
-      ...want.metadata,
-      ...(answer.uid !== undefined ? { uid: answer.uid } : {}),
-      ...(answer.resourceVersion !== undefined ? { resourceVersion: answer.resourceVersion } : {}),
-    },
-  };
+  const applied = withAnswer(want, answer);
   return [...revisions.filter((r) => r.metadata?.name !== applied.metadata?.name), applied];
 }
