@@ -83,8 +83,9 @@ export function requestsFor(source: Source, change: StoreChange): Request[] {
 }
 
 export type Outcome =
-  | { result: "success" }
-  | { result: "requeue_after"; ms: number }
+  /** replaces: the reconcile returned replacesRequeue (its key's pending requeue is withdrawn). */
+  | { result: "success"; replaces?: true }
+  | { result: "requeue_after"; ms: number; replaces?: true }
   | { result: "requeue"; reason: "conflict" }
   | { result: "requeue"; reason: "throttled"; ms: number }
   | { result: "error"; terminal: boolean; error: unknown };
@@ -95,7 +96,8 @@ export function outcomeOf(
 ): Outcome {
   if (settled.ok) {
     const ms = settled.value?.requeueAfterMs;
-    if (ms === undefined) return { result: "success" };
+    const replaces = settled.value?.replacesRequeue === true ? { replaces: true as const } : {};
+    if (ms === undefined) return { result: "success", ...replaces };
     if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
       return {
         result: "error",
@@ -105,7 +107,7 @@ export function outcomeOf(
         ),
       };
     }
-    return ms === 0 ? { result: "success" } : { result: "requeue_after", ms };
+    return ms === 0 ? { result: "success", ...replaces } : { result: "requeue_after", ms, ...replaces };
   }
   const { error } = settled;
   if (error instanceof TerminalError) return { result: "error", terminal: true, error };
@@ -286,6 +288,8 @@ export class Controller {
     const metrics = this.#deps.metrics;
     const labels = { controller: this.name };
     metrics?.reconcileTotal.inc({ ...labels, result: outcome.result });
+    if ((outcome.result === "success" || outcome.result === "requeue_after") && outcome.replaces)
+      this.queue.cancelAfter(key);
     switch (outcome.result) {
       case "success":
         this.queue.forget(key);

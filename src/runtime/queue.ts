@@ -9,7 +9,8 @@
  *   high lane, so thousands of startup keys do not delay a user's change. The low lane still
  *   gets one of every `lowLaneEvery` gets, so it cannot starve either.
  * - Delays: addAfter (requeueAfter) and addRateLimited (per-key exponential backoff) park the
- *   key until its time, on an injected Clock. The earliest pending time of a key wins.
+ *   key until its time, on an injected Clock. The earliest pending time of a key wins;
+ *   cancelAfter withdraws it.
  *
  * Invariant: a key is in at most one of {lanes, processing}; `dirty` holds keys in a lane
  * plus processing keys that must run again.
@@ -115,6 +116,24 @@ export class WorkQueue {
     this.#waiting.set(key, { at, priority });
     this.#heap.push({ at, seq: this.#seq++, key });
     this.#schedule();
+  }
+
+  /**
+   * Withdraws the delayed add of `key` (addAfter, addRateLimited) that is not due yet; true if
+   * there was one. A key has one pending time whatever asked for it (the earliest), so every
+   * reason to come back is withdrawn at once. A key already queued or processing, or queued
+   * again while processing (dirty; its delay may have just fallen due), is not affected.
+   */
+  cancelAfter(key: string): boolean {
+    if (!this.#waiting.delete(key)) return false;
+    // Its heap entry is stale now (skipped when it comes up); the timer may have been its.
+    this.#dropStale();
+    if (this.#timer && this.#timer.at !== this.#heap.peek()?.at) {
+      this.#timer.handle.cancel();
+      this.#timer = undefined;
+      this.#schedule();
+    }
+    return true;
   }
 
   /** Adds `key` after its next backoff delay (a failed reconcile). */

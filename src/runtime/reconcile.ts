@@ -15,6 +15,16 @@ export type { Logger };
 export interface ReconcileResult {
   /** Reconcile this key again after this many ms (without counting it as a failure). */
   requeueAfterMs?: number;
+  /**
+   * This result replaces the key's requeue not yet due: whatever earlier results asked for
+   * (requeueAfterMs), and a retry after a 429 or a failure's backoff, is withdrawn, and this
+   * result's requeueAfterMs (or none) is the only one left. Without it an earlier, earlier-due
+   * requeue still runs (the earliest pending time wins). For a level-based reconciler that
+   * knows the reason for an earlier requeue has ended: its result must then ask for every
+   * reason it still has to come back, since the queue cannot tell the reasons apart. A requeue
+   * that fell due while this reconcile ran (the key queued again) still runs.
+   */
+  replacesRequeue?: boolean;
 }
 
 export interface ReconcileContext {

@@ -97,6 +97,19 @@ describe("outcomeOf", () => {
     assert.equal(t.result === "error" && t.terminal, true);
     const e = outcomeOf({ ok: false, error: new Error("x") });
     assert.equal(e.result === "error" && !e.terminal, true);
+    assert.deepEqual(outcomeOf({ ok: true, value: { replacesRequeue: true } }), {
+      result: "success",
+      replaces: true,
+    });
+    assert.deepEqual(outcomeOf({ ok: true, value: { requeueAfterMs: 500, replacesRequeue: true } }), {
+      result: "requeue_after",
+      ms: 500,
+      replaces: true,
+    });
+    assert.deepEqual(outcomeOf({ ok: true, value: { requeueAfterMs: 500, replacesRequeue: false } }), {
+      result: "requeue_after",
+      ms: 500,
+    });
     const bad = outcomeOf({ ok: true, value: { requeueAfterMs: Number.NaN } });
     assert.ok(
       bad.result === "error" && /requeueAfterMs=NaN; it must be a finite number >= 0/.test(String(bad.error)),
@@ -229,6 +242,39 @@ describe("Controller", () => {
     assert.match(text, /controller_runtime_reconcile_total\{controller="podset",result="requeue_after"\} 2/);
     assert.match(text, /controller_runtime_terminal_reconcile_errors_total\{controller="podset"\} 1/);
     assert.match(text, /workqueue_retries_total\{name="podset",controller="podset"\} [1-9]/);
+    await h.stop();
+  });
+
+  it("replacesRequeue: the key's earlier requeue is withdrawn, and the result's own is the only one left", async () => {
+    const calls: { key: string; at: number }[] = [];
+    // Each key's first reconcile asks to come back in 60 s; its second (woken before then) says:
+    const second: Record<string, () => unknown> = {
+      withdrawn: () => ({ replacesRequeue: true }),
+      later: () => ({ requeueAfterMs: 90_000, replacesRequeue: true }),
+      kept: () => undefined,
+    };
+    const h = harness(async (ctx) => {
+      const key = ctx.request.name;
+      calls.push({ key, at: h.clock.now() });
+      const n = calls.filter((c) => c.key === key).length;
+      return (n === 1 ? { requeueAfterMs: 60_000 } : n === 2 ? second[key]!() : undefined) as undefined;
+    });
+    for (const name of Object.keys(second)) h.sources.PodSet.push("ADDED", obj("PodSet", "ns", name, "1"));
+    await until(() => calls.length === 3, "first round");
+    const t0 = h.clock.now();
+    const times = (name: string) => calls.filter((c) => c.key === name).map((c) => c.at - t0);
+    await h.clock.advance(1000);
+    for (const name of Object.keys(second)) h.sources.PodSet.push("MODIFIED", obj("PodSet", "ns", name, "2"));
+    await until(() => calls.length === 6, "woken before the requeue");
+    await h.clock.advance(59_000);
+    await until(() => times("kept").length === 3, "kept: the first requeue still runs");
+    await h.clock.advance(31_000);
+    await until(() => times("later").length === 3, "later: its own requeue runs");
+    await h.clock.advance(60_000);
+    assert.deepEqual(times("withdrawn"), [0, 1000], "withdrawn: no run at 60 s");
+    assert.deepEqual(times("later"), [0, 1000, 91_000], "later: not at 60 s, at 1 + 90 s");
+    assert.deepEqual(times("kept"), [0, 1000, 60_000]);
+    assert.equal(h.ctrl.queue.delayed, 0);
     await h.stop();
   });
 

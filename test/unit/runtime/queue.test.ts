@@ -112,6 +112,45 @@ describe("WorkQueue", () => {
     assert.equal(clock.pendingTimers, 0, "no timer left once nothing waits");
   });
 
+  it("cancelAfter withdraws a key's pending delay (whatever asked for it), and only that key's", async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    q.addAfter("a", 300);
+    q.addAfter("b", 1000);
+    assert.equal(q.cancelAfter("a"), true);
+    assert.equal(q.cancelAfter("a"), false, "nothing left to withdraw");
+    assert.equal(q.delayed, 1);
+    assert.equal(clock.nextTimerAt(), 1000, "the timer moved to the next key's time");
+    assert.equal(clock.pendingTimers, 1);
+    await clock.advance(1000);
+    assert.deepEqual(await drainReady(q), ["b"]);
+    q.done("b");
+    // A backoff retry is a delay too; a later addAfter may be set once it is withdrawn.
+    q.addRateLimited("c");
+    q.cancelAfter("c");
+    q.addAfter("c", 5000);
+    await clock.advance(4999);
+    assert.equal(q.length, 0);
+    await clock.advance(1);
+    assert.deepEqual(await drainReady(q), ["c"]);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it("cancelAfter leaves a key that is queued or processing (and its dirty re-run) alone", async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    q.addAfter("a", 10);
+    await clock.advance(10);
+    assert.equal(q.cancelAfter("a"), false, "fallen due: queued, not waiting");
+    assert.equal(q.length, 1);
+    assert.equal(await q.get(), "a");
+    q.addAfter("a", 10);
+    await clock.advance(10);
+    assert.equal(q.cancelAfter("a"), false, "fallen due while processing: dirty");
+    q.done("a");
+    assert.deepEqual(await drainReady(q), ["a"]);
+  });
+
   it("many delayed keys come out in time order", async () => {
     const clock = new FakeClock();
     const q = new WorkQueue({ clock });
