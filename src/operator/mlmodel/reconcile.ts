@@ -38,20 +38,28 @@ export async function reconcileMLModel(
   ctx: MLModelContext,
   options: ReconcileOptions,
 ): Promise<ReconcileResult | undefined> {
+  const key = keyString(ctx.request);
+  const held = options.heldRollouts;
+  const wasHeld = held?.has(key) === true;
   const observed = observe(ctx, options.writtenStatus, options.now?.() ?? new Date());
   if (!observed) {
     // Gone: its children are garbage-collected through their owner references.
-    options.writtenStatus?.delete(keyString(ctx.request));
-    options.heldRollouts?.delete(keyString(ctx.request));
-    return undefined;
+    options.writtenStatus?.delete(key);
+    held?.delete(key);
+    return wasHeld ? { replacesRequeue: true } : undefined;
   }
   const decision = decide(observed);
   const synced = await syncChildren(ctx, observed, decision, options);
   const { status, requeueAfterMs } = assess(observed, decision, synced);
   await cleanup(ctx, cleanupSteps(observed, decision, synced, status, options));
-  const deferredMs = await report(ctx, observed, status, options.writtenStatus, options.heldRollouts);
+  const deferredMs = await report(ctx, observed, status, options.writtenStatus, held);
   const after = earliest(requeueAfterMs ?? (synced.retryLater ? replaceJobAfterMs : undefined), deferredMs);
-  return after === undefined ? undefined : { requeueAfterMs: after };
+  // A held rollout that ended here (Ready came first, or a status written at once) asked the
+  // queue back for the end of its hold: a reconcile that would write nothing. This result
+  // asks for every reason left to come back (each stage recomputes its own), so it replaces
+  // that requeue, and any other not yet due, instead of adding to it.
+  const replaces = wasHeld && !held?.has(key) ? { replacesRequeue: true } : undefined;
+  return after === undefined ? replaces : { requeueAfterMs: after, ...replaces };
 }
 
 function earliest(a: number | undefined, b: number | undefined): number | undefined {

@@ -46,7 +46,8 @@ export const rolloutSettleMs = countsSettleMs;
  * generation: its pods serve until the new ones are ready), or nothing for a new model; never
  * anything the new generation has not reached. Only that one status is held (startsRollout):
  * Ready, a failure, a rollback, a recorded failed revision, a canary's step, and Downloading
- * are written at once.
+ * are written at once. The reconcile that ends a hold withdraws the requeue it asked for
+ * (reconcile.ts, replacesRequeue), which would otherwise run a reconcile that writes nothing.
  */
 export type HeldRollouts = Map<string, { generation: number | undefined; since: number }>;
 

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Deployment, V1Job } from "@kubernetes/client-node";
+import pino from "pino";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
 import type { ModelClient } from "../../../src/operator/mlmodel/context.ts";
@@ -19,6 +20,9 @@ import {
   type AppliedVersion,
   answerMeta,
   builtinKinds,
+  Controller,
+  FakeClock,
+  KubeClient,
   type KubeObject,
   MemoryStore,
   type ResourceKind,
@@ -128,7 +132,7 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
     const ready = await w.reconcile();
     assert.deepEqual(ready.writes, ["applyStatus MLModel/resnet"]);
     assert.equal(w.lastStatus()?.phase, "Ready");
-    assert.equal(ready.result, undefined);
+    assert.deepEqual(ready.result, { replacesRequeue: true }, "the hold's requeue is withdrawn");
     assert.equal(w.heldRollouts.size, 0, "nothing left held");
     assert.equal(w.client.writes.filter((x) => x.verb === "applyStatus").length, 1);
   });
@@ -172,6 +176,15 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
     assert.deepEqual((await w.reconcile()).writes, ["applyStatus MLModel/resnet"]);
     assert.equal(w.lastStatus()?.phase, "Ready");
     assert.equal(w.lastStatus()?.observedGeneration, 2);
+  });
+
+  it("a held model deleted: the hold forgotten and its requeue withdrawn", async () => {
+    const w = world(image("1"));
+    w.followHeldCounts = false;
+    await w.reconcile();
+    w.remove(mlModelKind, "resnet");
+    assert.deepEqual((await w.reconcile()).result, { replacesRequeue: true });
+    assert.equal(w.heldRollouts.size, 0);
   });
 
   it("without a HeldRollouts map nothing is held", async () => {
@@ -221,6 +234,103 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
         false,
         JSON.stringify(after),
       );
+  });
+});
+
+describe("reconciles per model with the hold, on the runtime's Controller and queue", () => {
+  /**
+   * The MLModel reconcile of `w` run by the runtime's Controller on a fake clock. The test
+   * wakes the model as the watches would (queue.add): the creates' echoes wake nobody
+   * (OwnWrites) and the status write's nobody either (the MLModel watch wakes on generation).
+   */
+  function controllerOf(w: World) {
+    const clock = new FakeClock(w.now.getTime());
+    let reconciles = 0;
+    const ctrl = new Controller(
+      {
+        name: "mlmodel",
+        forKind: mlModelKind,
+        sources: [],
+        concurrency: 1,
+        reconciler: async () => {
+          reconciles++;
+          const result = await reconcileMLModel(w.context(), {
+            ...w.config,
+            now: () => new Date(clock.now()),
+            writtenStatus: w.written,
+            heldRollouts: w.heldRollouts,
+          });
+          w.settle(); // the caches see the writes before the next reconcile
+          return result;
+        },
+      },
+      {
+        informer: () => [],
+        store: (kind) => w.store(kind),
+        client: new KubeClient({ server: "http://unused.invalid", headers: async () => ({}) }),
+        recorder: w.context().recorder,
+        log: pino({ level: "silent" }),
+        clock,
+      },
+    );
+    const started = ctrl.start();
+    const key = "ml/resnet";
+    return {
+      clock,
+      ctrl,
+      get reconciles() {
+        return reconciles;
+      },
+      /** Wakes the model and waits until its reconcile (and any it queued at once) ended. */
+      async wake(): Promise<void> {
+        ctrl.queue.add(key);
+        await idle();
+      },
+      async advance(ms: number): Promise<void> {
+        await clock.advance(ms);
+        await idle();
+      },
+      async stop(): Promise<void> {
+        await ctrl.stop(1000);
+        await started;
+      },
+    };
+    async function idle(): Promise<void> {
+      const settle = () => new Promise((resolve) => setImmediate(resolve));
+      for (let i = 0; i < 1000 && (ctrl.queue.length > 0 || ctrl.queue.processing > 0); i++) await settle();
+      assert.equal(ctrl.queue.processing + ctrl.queue.length, 0, "the reconciles ended");
+    }
+  }
+
+  it("Ready within the hold: 2 reconciles and 1 status write (the hold's requeue withdrawn, not a third that writes nothing)", async () => {
+    const w = world(image("1"));
+    const c = controllerOf(w);
+    await c.wake(); // created: the children, Deploying held
+    assert.equal(c.ctrl.queue.delayed, 1, "asked back for the end of the hold");
+    await c.advance(rolloutSettleMs / 4);
+    rolledOut(w, revisionOf(image("1")));
+    await c.wake(); // the Deployment's status update: Ready
+    assert.equal(w.lastStatus()?.phase, "Ready");
+    assert.equal(c.ctrl.queue.delayed, 0, "the hold's requeue withdrawn");
+    await c.advance(60_000);
+    assert.equal(c.reconciles, 2);
+    assert.equal(w.client.writes.filter((x) => x.verb === "applyStatus").length, 1);
+    await c.stop();
+  });
+
+  it("Ready after the hold: 3 reconciles, Deploying then Ready, as before", async () => {
+    const w = world(image("1"));
+    const c = controllerOf(w);
+    await c.wake();
+    await c.advance(rolloutSettleMs); // the hold's requeue: Deploying written
+    assert.equal(w.lastStatus()?.phase, "Deploying");
+    rolledOut(w, revisionOf(image("1")));
+    await c.wake();
+    assert.equal(w.lastStatus()?.phase, "Ready");
+    await c.advance(60_000);
+    assert.equal(c.reconciles, 3);
+    assert.equal(w.client.writes.filter((x) => x.verb === "applyStatus").length, 2);
+    await c.stop();
   });
 });
 
