@@ -7,17 +7,24 @@
  *   npm run bench -- --path both --models 300      # image path, then download path
  *   npm run bench -- --models 1000 --json          # last line: one JSON object
  *   npm run bench -- --models 1000 --series converge,floor --memory 1000,10000
+ *   npm run bench -- --models 1000 --series converge,floor --pairs 4 --memory ""   # the ratio as a median of 4
  *   npm run bench -- --series first-inference --runs 3   # real pods: apply -> first prediction (bench/realnode)
  */
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCluster } from "../bench/lib/cluster.ts";
+import { round } from "../bench/lib/stats.ts";
 import {
   allPaths,
   allSeries,
   type BenchPath,
+  type OperatorBenchResult,
+  type PairFigures,
+  pairFigures,
   runOperatorBench,
   type SeriesName,
+  withPairs,
 } from "../bench/operator/bench.ts";
 import { jsonLine, summary, writeResults } from "../bench/operator/report.ts";
 import {
@@ -37,6 +44,8 @@ const help = `Usage: npm run bench -- [flags]
   --series LIST       comma-separated: ${allSeries.join(",")} (default: all), or first-inference
                       (real pods on a real-node cluster of its own: apply -> first prediction, and
                       traffic during an update and a rollback; opt-in, Linux and root)
+  --pairs N           converge + floor N times on the same cluster, the order alternated (operator
+                      first, then floor first, ...); the ratio is the pairs' median (default 1)
   --runs N            first-inference runs (default 3)
   --concurrency N     operator --concurrency and the floor client's (default ${defaultConcurrency}, the operator's default)
   --idle SECONDS      steady-state idle period (default 60)
@@ -54,6 +63,7 @@ function parse() {
       kubeconfig: { type: "string" },
       series: { type: "string", default: allSeries.join(",") },
       runs: { type: "string", default: "3" },
+      pairs: { type: "string", default: "1" },
       concurrency: { type: "string", default: String(defaultConcurrency) },
       idle: { type: "string", default: "60" },
       memory: { type: "string", default: "1000,10000" },
@@ -92,6 +102,11 @@ async function main(): Promise<number> {
         ? [flags.path as BenchPath]
         : [];
   if (paths.length === 0) throw new Error(`--path "${flags.path}" must be image, download or both`);
+  const pairCount = positive("pairs", flags.pairs);
+  if (pairCount > 1 && !(series.has("converge") && series.has("floor")))
+    throw new Error(
+      `--pairs ${pairCount} needs the converge and floor series (--series ${[...series].join(",")})`,
+    );
   const memoryPoints = flags.memory
     .split(",")
     .filter(Boolean)
@@ -125,7 +140,7 @@ async function main(): Promise<number> {
     for (const [i, path] of paths.entries()) {
       // The memory series does not depend on the path: measured once.
       const pathSeries = new Set([...series].filter((s) => s !== "memory" || i === 0));
-      const result = await runOperatorBench(cluster, {
+      const options = {
         models,
         path,
         concurrency: positive("concurrency", flags.concurrency),
@@ -135,7 +150,25 @@ async function main(): Promise<number> {
         clientParallelism: positive("parallel", flags.parallel),
         nodeFlags: flags["node-flags"].split(/\s+/).filter(Boolean),
         log,
-      });
+      };
+      let result: OperatorBenchResult | undefined;
+      const pairs: PairFigures[] = [];
+      for (let p = 0; p < pairCount; p++) {
+        const loadAtStart = round(loadavg()[0], 1)!;
+        // The first run has every series asked for; the next ones converge and floor alone.
+        const run = await runOperatorBench(cluster, {
+          ...options,
+          ...(p > 0 ? { series: new Set<SeriesName>(["converge", "floor"]), memoryPoints: [] } : {}),
+          floorFirst: p % 2 === 1,
+          emptyAfter: p < pairCount - 1,
+        });
+        result ??= run;
+        const pair = pairFigures(run, loadAtStart);
+        if (pair) pairs.push(pair);
+        if (pairCount > 1) log(`pair ${p + 1} of ${pairCount}: ${JSON.stringify(pair)}`);
+      }
+      if (!result) throw new Error("--pairs must be at least 1");
+      if (pairCount > 1) result = withPairs(result, pairs);
       for (const f of writeResults(result)) log(`wrote ${f}`);
       console.log(summary(result));
       lines.push(jsonLine(result));

@@ -9,6 +9,14 @@ export function percentile(samples: readonly number[], p: number): number | unde
   return sorted[rank - 1];
 }
 
+/** The median; of an even count, the mean of the two middle values (two pairs: their mean). */
+export function median(samples: readonly number[]): number | undefined {
+  if (samples.length === 0) return undefined;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 export interface Percentiles {
   p50?: number;
   p90?: number;

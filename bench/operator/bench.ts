@@ -21,7 +21,7 @@ import { apiVersionOf, builtinKinds, type KubeClient, type KubeObject } from "..
 import { type AuditWrites, auditOffset, writesSince } from "../lib/audit.ts";
 import type { BenchCluster } from "../lib/cluster.ts";
 import { diff, type Sample, sumBy, total } from "../lib/prometheus.ts";
-import { inParallel, type Percentiles, percentiles, round } from "../lib/stats.ts";
+import { inParallel, median, type Percentiles, percentiles, round } from "../lib/stats.ts";
 import { type BenchPath, type FloorResult, floor } from "./floor.ts";
 import { measureStoreCost, type StoreCost } from "./memory.ts";
 import {
@@ -53,6 +53,10 @@ export interface OperatorBenchOptions {
   clientParallelism: number;
   /** Extra Node flags for the operator process (e.g. --cpu-prof --cpu-prof-dir=DIR). */
   nodeFlags?: string[];
+  /** The floor before the operator's series (pairs alternate the order: see scripts/bench.ts). */
+  floorFirst?: boolean;
+  /** Another run follows on this cluster: the last series waits for its namespace to be gone. */
+  emptyAfter?: boolean;
   log: (line: string) => void;
 }
 
@@ -139,6 +143,8 @@ export interface MemoryResult {
 export interface OperatorBenchResult {
   models: number;
   path: BenchPath;
+  /** The floor ran before the operator's series. */
+  floorFirst?: boolean;
   operatorSeconds?: number;
   floorSeconds?: number;
   ratio?: number;
@@ -156,12 +162,50 @@ export interface OperatorBenchResult {
   };
   converge?: ConvergeResult;
   floor?: FloorResult;
+  /** With --pairs N > 1: each converge + floor pair; `ratio` is then their median ratio. */
+  pairs?: PairFigures[];
   steady?: SteadyResult;
   /** Read after converge (and the steady window): which Events were written and repeated. */
   events?: EventTally;
   update?: UpdateResult;
   delete?: DeleteResult;
   memory?: MemoryResult;
+}
+
+/** One converge + floor pair of a --pairs run: both on the same cluster, back to back. */
+export interface PairFigures {
+  order: "operator-first" | "floor-first";
+  operatorSeconds: number;
+  floorSeconds: number;
+  ratio: number;
+  cpuMsPerModel: number;
+  reconcilesPerModel: number;
+  /** Load average (1 min) at the start and at the end of the pair. */
+  loadAverage: [number, number];
+}
+
+/** A run's converge and floor as a pair, or undefined when it lacks either. */
+export function pairFigures(r: OperatorBenchResult, loadAtStart: number): PairFigures | undefined {
+  if (!r.converge || !r.floor || r.ratio === undefined) return undefined;
+  return {
+    order: r.floorFirst ? "floor-first" : "operator-first",
+    operatorSeconds: r.converge.seconds,
+    floorSeconds: r.floor.seconds,
+    ratio: r.ratio,
+    cpuMsPerModel: r.converge.cpuMsPerModel,
+    reconcilesPerModel: r.converge.reconcilesPerModel,
+    loadAverage: [loadAtStart, round(loadavg()[0], 1)!],
+  };
+}
+
+/**
+ * The first run's result with every pair's figures, and as its ratio the pairs' median: each
+ * pair's operator and floor ran minutes apart at much the same load, while the floor alone
+ * moved from 63 to 102 s between single runs of one version (bench/README.md, phase E).
+ */
+export function withPairs(first: OperatorBenchResult, pairs: PairFigures[]): OperatorBenchResult {
+  const ratios = pairs.map((p) => p.ratio);
+  return { ...first, pairs, ratio: round(median(ratios)) };
 }
 
 const modelLabel = "bench.mlmodel.dev/run";
@@ -589,6 +633,7 @@ export async function runOperatorBench(
     path: opts.path,
     concurrency: opts.concurrency,
     machine: machine(cluster, opts.nodeFlags),
+    ...(opts.floorFirst ? { floorFirst: true } : {}),
   };
   const kubeconfig = await operatorKubeconfig(admin, cluster.kubeConfig, work);
   const runId = randomBytes(3).toString("hex");
@@ -614,7 +659,9 @@ export async function runOperatorBench(
   const needsOperator = ["converge", "steady", "update", "delete"].some((s) =>
     opts.series.has(s as SeriesName),
   );
-  if (needsOperator) {
+  const runFloor = opts.series.has("floor");
+  /** The operator's series, on a namespace of their own. */
+  const operatorSeries = async () => {
     const ns = `bench-op-${runId}`;
     await prepare(ns);
     const operator = await startOperatorProcess({
@@ -656,13 +703,12 @@ export async function runOperatorBench(
       await operator.stop();
     }
     // Without the delete series, the namespace's 1,000s of objects are still being collected:
-    // a floor run now would pay for that garbage collection (it did: 172 s against 124 s).
-    await discard(ns, opts.series.has("floor") && !opts.series.has("delete"));
-  }
-
-  // The floor runs last, on a cluster the operator series left empty (delete all waits for
-  // every child to go), so neither run pays for the other's garbage collection.
-  if (opts.series.has("floor")) {
+    // a floor run after it would pay for that garbage collection (it did: 172 s against 124 s).
+    const next = (runFloor && !opts.floorFirst) || opts.emptyAfter === true;
+    await discard(ns, next && !opts.series.has("delete"));
+  };
+  /** The bare client's floor, on a namespace of its own. */
+  const floorSeries = async () => {
     const ns = `bench-floor-${runId}`;
     await prepare(ns);
     opts.log(`floor: ${opts.models} models' children by a bare client, concurrency ${opts.concurrency}`);
@@ -678,8 +724,15 @@ export async function runOperatorBench(
       },
     );
     opts.log(`floor: ${result.floor.seconds}s`);
-    await discard(ns, false);
-  }
+    // Emptied before the operator's series when they come next, for the same reason.
+    await discard(ns, (needsOperator && opts.floorFirst === true) || opts.emptyAfter === true);
+  };
+
+  // Whichever runs second runs on a cluster the first left empty (its namespace waited for), so
+  // neither pays for the other's garbage collection. The floor runs last unless floorFirst.
+  if (runFloor && opts.floorFirst) await floorSeries();
+  if (needsOperator) await operatorSeries();
+  if (runFloor && !opts.floorFirst) await floorSeries();
 
   if (opts.series.has("memory") && opts.memoryPoints.length) {
     result.memory = await memory(cluster, kubeconfig, work, opts);

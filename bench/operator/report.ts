@@ -145,6 +145,10 @@ export function summary(r: OperatorBenchResult): string {
     lines.push(
       `floor: ${r.floor.seconds}s; p50 ${r.floor.latency.p50}s p99 ${r.floor.latency.p99}s; operator/floor ratio ${r.ratio}`,
     );
+  if (r.pairs)
+    lines.push(
+      `pairs (operator s / floor s = ratio, load at start-end): ${r.pairs.map((p) => `${p.order} ${p.operatorSeconds}/${p.floorSeconds} = ${p.ratio} (load ${p.loadAverage.join("-")})`).join("; ")}; median ratio ${r.ratio}`,
+    );
   const st = r.steady;
   if (st)
     lines.push(

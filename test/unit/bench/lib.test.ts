@@ -3,11 +3,17 @@ import { describe, it } from "node:test";
 import { countWrites } from "../../../bench/lib/audit.ts";
 import { parseCpuSeconds, parseStatusKiB } from "../../../bench/lib/proc.ts";
 import { diff, parsePrometheus, sumBy, total } from "../../../bench/lib/prometheus.ts";
-import { inParallel, percentile, percentiles } from "../../../bench/lib/stats.ts";
+import { inParallel, median, percentile, percentiles } from "../../../bench/lib/stats.ts";
 import { barChart, lineChart, niceMax } from "../../../bench/lib/svg.ts";
 import { imageNodeOptions } from "../../../bench/operator/process.ts";
 
 describe("percentiles", () => {
+  it("takes the median of an odd count as its middle and of an even count as the middle two's mean", () => {
+    assert.equal(median([]), undefined);
+    assert.equal(median([3, 1, 2]), 2);
+    assert.equal(median([4, 1, 3, 2]), 2.5);
+  });
+
   it("uses the nearest rank", () => {
     const xs = Array.from({ length: 100 }, (_, i) => 100 - i); // 100..1, unsorted
     assert.equal(percentile(xs, 50), 50);

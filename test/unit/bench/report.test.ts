@@ -7,9 +7,17 @@ import {
   benchModel,
   modelNames,
   type OperatorBenchResult,
+  pairFigures,
   servesCurrentSpec,
+  withPairs,
 } from "../../../bench/operator/bench.ts";
-import { jsonLine, readyCurve, scalingSeries, writeResults } from "../../../bench/operator/report.ts";
+import {
+  jsonLine,
+  readyCurve,
+  scalingSeries,
+  summary,
+  writeResults,
+} from "../../../bench/operator/report.ts";
 import { mlModelSpecSchema } from "../../../src/api/mlmodel.ts";
 
 const result: OperatorBenchResult = {
@@ -152,5 +160,36 @@ describe("bench models", () => {
     assert.equal(servesCurrentSpec(ready({ ...base, observedGeneration: 1 })), false);
     assert.equal(servesCurrentSpec(ready({ ...base, phase: "Deploying" })), false);
     assert.equal(servesCurrentSpec(ready({ ...base, revision: { current: "b", lastReady: "a" } })), false);
+  });
+
+  it("takes a run's converge and floor as a pair, in the order they ran", () => {
+    const pair = pairFigures(result, 1.5);
+    assert.equal(pair?.order, "operator-first");
+    assert.equal(pair?.operatorSeconds, 4);
+    assert.equal(pair?.floorSeconds, 2);
+    assert.equal(pair?.ratio, 2);
+    assert.equal(pair?.loadAverage[0], 1.5);
+    assert.equal(pairFigures({ ...result, floorFirst: true }, 1)?.order, "floor-first");
+    // A run without its floor is no pair.
+    const { floor: _floor, ratio: _ratio, ...withoutFloor } = result;
+    assert.equal(pairFigures(withoutFloor, 1), undefined);
+  });
+
+  it("gives pairs their median ratio and lists every pair in the JSON line and the summary", () => {
+    const pair = pairFigures(result, 1)!;
+    const pairs = [
+      { ...pair, ratio: 1.4 },
+      { ...pair, order: "floor-first" as const, ratio: 1.1 },
+      { ...pair, ratio: 1.3 },
+      { ...pair, order: "floor-first" as const, ratio: 2.0 },
+    ];
+    const combined = withPairs(result, pairs);
+    assert.equal(combined.ratio, 1.35); // (1.3 + 1.4) / 2, not the first run's 2
+    assert.equal(combined.operatorSeconds, 4); // the first run's own figures stay
+    assert.equal(withPairs(result, pairs.slice(0, 3)).ratio, 1.3);
+    const parsed = JSON.parse(jsonLine(combined)) as { ratio: number; pairs: unknown[] };
+    assert.equal(parsed.ratio, 1.35);
+    assert.equal(parsed.pairs.length, 4);
+    assert.match(summary(combined), /floor-first 4\/2 = 1\.1 .*median ratio 1\.35/);
   });
 });
