@@ -270,6 +270,22 @@ async function createNamespace(admin: KubeClient, name: string): Promise<void> {
   });
 }
 
+/**
+ * Waits for the namespaces of earlier runs on this cluster (bench-*) that are still being
+ * deleted: a run's last namespace is deleted without waiting, and 5,000 models' objects took
+ * over 14 minutes to go while the next run's converge crawled beside them. A bench namespace
+ * not being deleted (a run going on beside this one) is left alone.
+ */
+async function earlierRunsGone(admin: KubeClient, log: (line: string) => void): Promise<void> {
+  const namespaces = await admin.list(builtinKinds.Namespace);
+  const leaving = namespaces.items
+    .filter((n) => n.metadata.name!.startsWith("bench-") && n.metadata.deletionTimestamp)
+    .map((n) => n.metadata.name!);
+  if (leaving.length === 0) return;
+  log(`waiting for earlier runs' namespaces to be gone first: ${leaving.join(", ")}`);
+  for (const name of leaving) await namespaceGone(admin, name);
+}
+
 async function namespaceGone(admin: KubeClient, name: string): Promise<void> {
   while (await admin.get(builtinKinds.Namespace, { name })) await sleep(1000);
 }
@@ -636,6 +652,7 @@ export async function runOperatorBench(
     ...(opts.floorFirst ? { floorFirst: true } : {}),
   };
   const kubeconfig = await operatorKubeconfig(admin, cluster.kubeConfig, work);
+  await earlierRunsGone(admin, opts.log);
   const runId = randomBytes(3).toString("hex");
   const download = opts.path === "download";
   /** A namespace of the run: created, given volumes on the download path before anything is timed. */
