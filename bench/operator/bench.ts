@@ -55,8 +55,6 @@ export interface OperatorBenchOptions {
   nodeFlags?: string[];
   /** The floor before the operator's series (pairs alternate the order: see scripts/bench.ts). */
   floorFirst?: boolean;
-  /** Another run follows on this cluster: the last series waits for its namespace to be gone. */
-  emptyAfter?: boolean;
   log: (line: string) => void;
 }
 
@@ -721,8 +719,7 @@ export async function runOperatorBench(
     }
     // Without the delete series, the namespace's 1,000s of objects are still being collected:
     // a floor run after it would pay for that garbage collection (it did: 172 s against 124 s).
-    const next = (runFloor && !opts.floorFirst) || opts.emptyAfter === true;
-    await discard(ns, next && !opts.series.has("delete"));
+    await discard(ns, runFloor && !opts.floorFirst && !opts.series.has("delete"));
   };
   /** The bare client's floor, on a namespace of its own. */
   const floorSeries = async () => {
@@ -742,7 +739,7 @@ export async function runOperatorBench(
     );
     opts.log(`floor: ${result.floor.seconds}s`);
     // Emptied before the operator's series when they come next, for the same reason.
-    await discard(ns, (needsOperator && opts.floorFirst === true) || opts.emptyAfter === true);
+    await discard(ns, needsOperator && opts.floorFirst === true);
   };
 
   // Whichever runs second runs on a cluster the first left empty (its namespace waited for), so
