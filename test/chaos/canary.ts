@@ -119,8 +119,11 @@ export async function canaryKillScenario(opts: {
       });
       return killing;
     };
+    // Transitions come first and often: they leave the last kill to a command until one came,
+    // or a run could spend every kill on them (a CI run did: 6 after transitions, 0 after a command).
     const killSoon = (why: "transition" | "command", delayMs: number) => {
-      if (killPending || result.kills >= opts.kills) return;
+      const forTransitions = result.killsAfterCommand === 0 ? opts.kills - 1 : opts.kills;
+      if (killPending || result.kills >= forTransitions) return;
       killPending = true;
       void sleep(delayMs)
         .then(() => kill(why))
@@ -180,7 +183,8 @@ export async function canaryKillScenario(opts: {
               .then(
                 () => {
                   w.commanded = true;
-                  if (random() < 0.5) void kill("command");
+                  // The first command always, the others at random.
+                  if (result.killsAfterCommand === 0 || random() < 0.5) void kill("command");
                 },
                 () => {},
               );
