@@ -87,7 +87,16 @@ export function waitForSync(
 
 export interface InformerOptions<T extends KubeObject = KubeObject> {
   scope?: Scope;
+  /**
+   * Runs once per object before it is stored (default: stripManagedFields, or none with
+   * keepManagedFields).
+   */
   transform?: Transform<T>;
+  /**
+   * Objects keep metadata.managedFields (default false: a KubeClient source cuts them from the
+   * text before parsing, so a transform never sees them).
+   */
+  keepManagedFields?: boolean;
   indexes?: Record<string, IndexFunc<T>>;
   watcher?: Omit<WatcherOptions, "signal">;
   /** How long list/watch errors may go on before health() says unhealthy (default 10 s). */
@@ -112,8 +121,14 @@ export class Informer<T extends KubeObject = KubeObject> {
   constructor(source: WatchSource<T> | KubeClient, kind: ResourceKind, opts: InformerOptions<T> = {}) {
     this.kind = kind;
     this.scope = opts.scope ?? {};
-    this.#source = source instanceof KubeClient ? clientSource<T>(source, kind, this.scope) : source;
-    this.#transform = opts.transform ?? stripManagedFields;
+    const keepManagedFields = opts.keepManagedFields === true;
+    this.#source =
+      source instanceof KubeClient
+        ? clientSource<T>(source, kind, this.scope, { keepManagedFields })
+        : source;
+    // stripManagedFields also for a KubeClient source: text laid out otherwise than expected
+    // comes parsed whole (managed-fields.ts).
+    this.#transform = opts.transform ?? (keepManagedFields ? (obj) => obj : stripManagedFields);
     this.#watcherOpts = opts.watcher ?? {};
     this.#health = new WatchHealth(
       this.#watcherOpts.clock ?? realClock,

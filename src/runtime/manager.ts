@@ -73,6 +73,8 @@ export interface CacheOptions<T extends KubeObject = KubeObject> {
   indexes?: Record<string, IndexFunc<T>>;
   labelSelector?: string;
   transform?: Transform<T>;
+  /** Cached objects keep metadata.managedFields (default false; see InformerOptions). */
+  keepManagedFields?: boolean;
   /**
    * The kind may not be served (a CRD that may be missing, installed later or removed): watch
    * it only while it is (OptionalInformer). The cache is empty meanwhile and `served(kind)`
@@ -98,6 +100,7 @@ interface CacheEntry {
   /** As registered: a later registration asking for another one would be silently ignored. */
   transform: Transform | undefined;
   labelSelector: string | undefined;
+  keepManagedFields: boolean | undefined;
 }
 
 export class Manager {
@@ -378,6 +381,7 @@ export class Manager {
       };
       differs("transform", opts.transform, existing.transform);
       differs("labelSelector", opts.labelSelector, existing.labelSelector);
+      differs("keepManagedFields", opts.keepManagedFields, existing.keepManagedFields);
       for (const [name, fn] of Object.entries(opts.indexes ?? {})) {
         for (const i of existing.informers) i.store.addIndex(name, fn);
       }
@@ -394,6 +398,7 @@ export class Manager {
           ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
         },
         transform: opts.transform ?? this.#opts.transform,
+        ...(opts.keepManagedFields !== undefined ? { keepManagedFields: opts.keepManagedFields } : {}),
         indexes: opts.indexes ?? {},
         ...(this.#opts.healthGracePeriodMs !== undefined
           ? { healthGracePeriodMs: this.#opts.healthGracePeriodMs }
@@ -424,6 +429,7 @@ export class Manager {
       optional,
       transform: opts.transform,
       labelSelector: opts.labelSelector,
+      keepManagedFields: opts.keepManagedFields,
     };
     this.#caches.set(id, entry);
     return entry;

@@ -94,7 +94,9 @@ export class OptionalInformer<T extends KubeObject = KubeObject> {
       throw new RangeError(`pollIntervalMs must be > 0, got ${this.#pollIntervalMs}`);
     if (source instanceof KubeClient) {
       const client = source;
-      this.#source = clientSource<T>(client, kind, this.scope);
+      this.#source = clientSource<T>(client, kind, this.scope, {
+        keepManagedFields: opts.keepManagedFields === true,
+      });
       this.#discover = opts.discover ?? ((signal) => isServed(client, kind, signal));
     } else {
       if (!opts.discover) throw new TypeError("an OptionalInformer over a custom source needs opts.discover");

@@ -47,14 +47,20 @@ export interface Scope {
   fieldSelector?: string;
 }
 
+/**
+ * Lists and watches `kind` in `scope` through `client`. Objects come without
+ * metadata.managedFields (cut from the text before parsing) unless `keepManagedFields`.
+ */
 export function clientSource<T extends KubeObject>(
   client: KubeClient,
   kind: ResourceKind,
   scope: Scope = {},
+  { keepManagedFields = false }: { keepManagedFields?: boolean } = {},
 ): WatchSource<T> {
+  const cut = { withoutManagedFields: !keepManagedFields };
   return {
-    list: (opts) => client.list<T>(kind, { ...scope, ...opts }),
-    watch: (opts, signal) => client.watch<T>(kind, { ...scope, ...opts }, signal),
+    list: (opts) => client.list<T>(kind, { ...scope, ...opts, ...cut }),
+    watch: (opts, signal) => client.watch<T>(kind, { ...scope, ...opts, ...cut }, signal),
   };
 }
 

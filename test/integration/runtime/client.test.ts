@@ -190,6 +190,52 @@ describe("KubeClient (real API server)", () => {
     assert.ok(requests.some((r) => r.verb === "apply" && r.method === "PATCH" && r.code === 409));
   });
 
+  it("withoutManagedFields: lists and watch events without managedFields, the rest as the server wrote it", async () => {
+    // Two field managers, and an annotation that looks like managedFields inside a string.
+    const tricky = { note: '"managedFields":[{"manager":"not-me"}]' };
+    const applied = { ...cm("mf", { k: "1" }), metadata: { ...cm("mf").metadata, annotations: tricky } };
+    await client.apply(CM, applied, { fieldManager: "mf-test" });
+    await client.patch(CM, { namespace: ns.name, name: "mf" }, { data: { other: "2" } }, "merge", {
+      fieldManager: "mf-other",
+    });
+    const withoutManaged = (o: KubeObject): KubeObject => {
+      const { managedFields: _m, ...metadata } = o.metadata;
+      return { ...o, metadata };
+    };
+    const full = await client.list(CM, { namespace: ns.name });
+    const cut = await client.list(CM, { namespace: ns.name, withoutManagedFields: true });
+    const fullMf = full.items.find((o) => o.metadata.name === "mf")!;
+    assert.equal((fullMf.metadata.managedFields as unknown[]).length, 2, "the server wrote managedFields");
+    assert.deepEqual(cut.items, full.items.map(withoutManaged), "list items: only managedFields missing");
+
+    const events = async (withoutManagedFields: boolean): Promise<KubeObject> => {
+      const ac = new AbortController();
+      const watch = client.watch(
+        CM,
+        { namespace: ns.name, resourceVersion: full.resourceVersion, withoutManagedFields },
+        ac.signal,
+      );
+      for await (const e of watch) {
+        if (e.object.metadata.name === "mf2") {
+          ac.abort();
+          return e.object;
+        }
+      }
+      throw new Error("the watch ended before mf2 came");
+    };
+    await client.apply(
+      CM,
+      { ...cm("mf2", { k: "1" }), metadata: { ...cm("mf2").metadata, annotations: tricky } },
+      {
+        fieldManager: "mf-test",
+      },
+    );
+    const [plain, without] = await Promise.all([events(false), events(true)]);
+    assert.ok(plain.metadata.managedFields, "a plain watch keeps managedFields");
+    assert.deepEqual(without, withoutManaged(plain), "watch events: only managedFields missing");
+    assert.deepEqual(without.metadata.annotations, tricky);
+  });
+
   it("watches from a resourceVersion and ends a silent watch with WatchInactivityError", async () => {
     const list = await client.list(CM, { namespace: ns.name });
     const ac = new AbortController();
