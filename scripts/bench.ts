@@ -159,7 +159,7 @@ async function main(): Promise<number> {
         const run = await runOperatorBench(cluster, {
           ...options,
           ...(p > 0 ? { series: new Set<SeriesName>(["converge", "floor"]), memoryPoints: [] } : {}),
-          // The next pair waits for this one's namespaces first (earlierRunsGone).
+          // The next pair waits for this one's namespaces first (earlierSeriesGone).
           floorFirst: p % 2 === 1,
         });
         result ??= run;
