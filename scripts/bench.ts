@@ -151,23 +151,24 @@ async function main(): Promise<number> {
         nodeFlags: flags["node-flags"].split(/\s+/).filter(Boolean),
         log,
       };
-      let result: OperatorBenchResult | undefined;
       const pairs: PairFigures[] = [];
-      for (let p = 0; p < pairCount; p++) {
+      const runPair = async (p: number): Promise<OperatorBenchResult> => {
         const loadAtStart = round(loadavg()[0], 1)!;
         // The first run has every series asked for; the next ones converge and floor alone.
         const run = await runOperatorBench(cluster, {
           ...options,
           ...(p > 0 ? { series: new Set<SeriesName>(["converge", "floor"]), memoryPoints: [] } : {}),
-          // The next pair waits for this one's namespaces first (earlierRunsGone).
+          // The next pair waits for this one's namespaces first (earlierSeriesGone).
           floorFirst: p % 2 === 1,
         });
-        result ??= run;
         const pair = pairFigures(run, loadAtStart);
         if (pair) pairs.push(pair);
         if (pairCount > 1) log(`pair ${p + 1} of ${pairCount}: ${JSON.stringify(pair)}`);
-      }
-      if (!result) throw new Error("--pairs must be at least 1");
+        return run;
+      };
+      // The first run is the result (--pairs is at least 1); the next ones add their pairs.
+      let result = await runPair(0);
+      for (let p = 1; p < pairCount; p++) await runPair(p);
       if (pairCount > 1) result = withPairs(result, pairs);
       for (const f of writeResults(result)) log(`wrote ${f}`);
       console.log(summary(result));

@@ -32,7 +32,7 @@ import {
   startOperatorProcess,
 } from "./process.ts";
 import { Tracker } from "./tracker.ts";
-import { provideVolumes, removeVolumes } from "./volumes.ts";
+import { leavingVolumes, provideVolumes, removeVolumes, volumesGone } from "./volumes.ts";
 
 export type { BenchPath } from "./floor.ts";
 export const allPaths: BenchPath[] = ["image", "download"];
@@ -260,7 +260,9 @@ export function servesCurrentSpec(m: MLModel, version?: string): boolean {
   );
 }
 
-async function createNamespace(admin: KubeClient, name: string): Promise<void> {
+/** Creates a series' namespace, once the earlier series' namespaces are gone (earlierSeriesGone). */
+async function createNamespace(admin: KubeClient, name: string, log: (line: string) => void): Promise<void> {
+  await earlierSeriesGone(admin, log);
   await admin.create(builtinKinds.Namespace, {
     apiVersion: "v1",
     kind: "Namespace",
@@ -269,19 +271,32 @@ async function createNamespace(admin: KubeClient, name: string): Promise<void> {
 }
 
 /**
- * Waits for the namespaces of earlier runs on this cluster (bench-*) that are still being
- * deleted: a run's last namespace is deleted without waiting, and 5,000 models' objects took
- * over 14 minutes to go while the next run's converge crawled beside them. A bench namespace
- * not being deleted (a run going on beside this one) is left alone.
+ * Waits for the bench namespaces on this cluster (bench-*) still being deleted, and for the
+ * download path's volumes still being deleted: called before every series creates its
+ * namespace. A series deletes its namespace without waiting (the last one of a run too), so
+ * whatever comes next, the next series of this run or the next run, waits here: 5,000 models'
+ * objects took over 14 minutes to go while the next run's converge crawled beside them, and a
+ * floor run after the operator's series paid for their garbage collection (172 s against
+ * 124 s). A bench namespace not being deleted (a run going on beside this one) is left alone.
  */
-async function earlierRunsGone(admin: KubeClient, log: (line: string) => void): Promise<void> {
-  const namespaces = await admin.list(builtinKinds.Namespace);
-  const leaving = namespaces.items
-    .filter((n) => n.metadata.name!.startsWith("bench-") && n.metadata.deletionTimestamp)
+async function earlierSeriesGone(admin: KubeClient, log: (line: string) => void): Promise<void> {
+  const leaving = leavingBenchNamespaces((await admin.list(builtinKinds.Namespace)).items);
+  if (leaving.length > 0) {
+    log(`waiting for earlier namespaces and everything in them to be gone first: ${leaving.join(", ")}`);
+    for (const name of leaving) await namespaceGone(admin, name);
+  }
+  const volumes = await leavingVolumes(admin);
+  if (volumes.length > 0) {
+    log(`waiting for ${volumes.length} earlier volumes to be gone first`);
+    await volumesGone(admin, volumes);
+  }
+}
+
+/** The bench namespaces (bench-*) among `namespaces` that are being deleted. */
+export function leavingBenchNamespaces(namespaces: readonly Pick<KubeObject, "metadata">[]): string[] {
+  return namespaces
+    .filter((n) => n.metadata.name?.startsWith("bench-") && n.metadata.deletionTimestamp)
     .map((n) => n.metadata.name!);
-  if (leaving.length === 0) return;
-  log(`waiting for earlier runs' namespaces to be gone first: ${leaving.join(", ")}`);
-  for (const name of leaving) await namespaceGone(admin, name);
 }
 
 async function namespaceGone(admin: KubeClient, name: string): Promise<void> {
@@ -543,7 +558,7 @@ async function memory(
   opts: OperatorBenchOptions,
 ): Promise<MemoryResult> {
   const namespace = `bench-mem-${randomBytes(3).toString("hex")}`;
-  await createNamespace(cluster.admin, namespace);
+  await createNamespace(cluster.admin, namespace, opts.log);
   const operator = await startOperatorProcess({
     kubeconfig,
     namespace,
@@ -650,24 +665,26 @@ export async function runOperatorBench(
     ...(opts.floorFirst ? { floorFirst: true } : {}),
   };
   const kubeconfig = await operatorKubeconfig(admin, cluster.kubeConfig, work);
-  await earlierRunsGone(admin, opts.log);
   const runId = randomBytes(3).toString("hex");
   const download = opts.path === "download";
-  /** A namespace of the run: created, given volumes on the download path before anything is timed. */
+  /**
+   * A namespace of the run: created once the earlier ones are gone, given volumes on the
+   * download path before anything is timed.
+   */
   const prepare = async (ns: string) => {
-    await createNamespace(admin, ns);
+    await createNamespace(admin, ns, opts.log);
     if (!download) return;
     opts.log(
       `volumes: ${names.length} hostPath PersistentVolumes bound to the claims to come (no provisioner)`,
     );
     await provideVolumes(admin, ns, names, opts.clientParallelism);
   };
-  /** Deletes a namespace of the run; on the download path waits for it, then deletes its volumes. */
-  const discard = async (ns: string, wait: boolean) => {
+  /**
+   * Deletes a namespace of the run without waiting (the next series waits, earlierSeriesGone),
+   * and on the download path its volumes: each goes once its claim is gone (PV protection).
+   */
+  const discard = async (ns: string) => {
     await admin.delete(builtinKinds.Namespace, { name: ns }).catch(() => {});
-    if (!wait && !download) return;
-    opts.log(`waiting for namespace ${ns} and everything in it to be gone`);
-    await namespaceGone(admin, ns);
     if (download) await removeVolumes(admin, ns, opts.clientParallelism);
   };
 
@@ -717,9 +734,7 @@ export async function runOperatorBench(
       tracker.stop();
       await operator.stop();
     }
-    // Without the delete series, the namespace's 1,000s of objects are still being collected:
-    // a floor run after it would pay for that garbage collection (it did: 172 s against 124 s).
-    await discard(ns, runFloor && !opts.floorFirst && !opts.series.has("delete"));
+    await discard(ns);
   };
   /** The bare client's floor, on a namespace of its own. */
   const floorSeries = async () => {
@@ -738,12 +753,12 @@ export async function runOperatorBench(
       },
     );
     opts.log(`floor: ${result.floor.seconds}s`);
-    // Emptied before the operator's series when they come next, for the same reason.
-    await discard(ns, needsOperator && opts.floorFirst === true);
+    await discard(ns);
   };
 
-  // Whichever runs second runs on a cluster the first left empty (its namespace waited for), so
-  // neither pays for the other's garbage collection. The floor runs last unless floorFirst.
+  // Whichever runs second runs on a cluster the first left empty (its namespace waited for in
+  // prepare), so neither pays for the other's garbage collection. The floor runs last unless
+  // floorFirst.
   if (runFloor && opts.floorFirst) await floorSeries();
   if (needsOperator) await operatorSeries();
   if (runFloor && !opts.floorFirst) await floorSeries();

@@ -7,6 +7,7 @@
  */
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { childNames } from "../../src/operator/names.ts";
 import { builtinKinds, type KubeClient } from "../../src/runtime/index.ts";
 import { inParallel } from "../lib/stats.ts";
@@ -54,4 +55,16 @@ export async function removeVolumes(
   await inParallel(items, parallelism, async (pv) => {
     await admin.delete(builtinKinds.PersistentVolume, { name: pv.metadata.name! }).catch(() => {});
   });
+}
+
+/** The bench's volumes (of any run) being deleted: each goes once its claim is gone (PV protection). */
+export async function leavingVolumes(admin: KubeClient): Promise<string[]> {
+  const { items } = await admin.list(builtinKinds.PersistentVolume, { labelSelector: runLabel });
+  return items.filter((pv) => pv.metadata.deletionTimestamp).map((pv) => pv.metadata.name!);
+}
+
+/** Waits until none of `names` is left among the volumes being deleted. */
+export async function volumesGone(admin: KubeClient, names: readonly string[]): Promise<void> {
+  const waited = new Set(names);
+  while ((await leavingVolumes(admin)).some((name) => waited.has(name))) await sleep(1000);
 }

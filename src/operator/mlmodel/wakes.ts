@@ -55,10 +55,49 @@ function conditionsRead(conditions: unknown): unknown {
   return (conditions as ConditionLike[] | undefined)?.map((c) => [c.type, c.status, c.reason, c.message]);
 }
 
-/** Deployments, HPAs, PDBs: spec by generation, status whole but the conditions' timestamps. */
+interface DeploymentStatusLike {
+  observedGeneration?: number;
+  replicas?: number;
+  updatedReplicas?: number;
+  availableReplicas?: number;
+  conditions?: ConditionLike[];
+}
+
+/**
+ * What of a Deployment's status the reconcile reads: whether its rollout is complete, as
+ * status.ts judges it (every desired replica updated and available, for the generation) and
+ * as a canary's split does (canary/desired.ts, splitView: updated, none of an older revision
+ * left), and whether its progress deadline passed (status.ts, canary/health.ts). Nothing else
+ * of it: the model's replica counts and readiness come from its pods (podWakes). The
+ * Deployment controller updates a new Deployment's status 3 or 4 times before it is rolled
+ * out (a ReplicaSet created, unavailable replicas counted, the Available condition, ...); each
+ * woke its model to write nothing (issue 15: at N = 20 on an idle cluster, 7 to 10 reconciles
+ * per model). The desired count is the spec's (a change of it bumps the generation).
+ */
+function deploymentStatusRead(o: Readonly<Child>): unknown {
+  const s = (o.status ?? {}) as DeploymentStatusLike;
+  const desired = (o.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+  const observed = (s.observedGeneration ?? 0) >= (o.metadata.generation ?? 0);
+  const updated = (s.updatedReplicas ?? 0) >= desired;
+  const noneOlder = (s.replicas ?? 0) === (s.updatedReplicas ?? 0);
+  const progressing = s.conditions?.find((c) => c.type === "Progressing");
+  return [
+    observed && updated && noneOlder && (s.availableReplicas ?? 0) >= desired,
+    observed && updated && noneOlder,
+    progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded",
+  ];
+}
+
+/**
+ * Deployments, HPAs, PDBs: spec by generation; of a Deployment's status, what the reconcile
+ * reads of it (deploymentStatusRead); of the others' (and of anything without a pod template,
+ * should a Deployment ever come without one), the whole status but the conditions' timestamps.
+ */
 export const statusWakes: Predicate = selectedChangedPredicate<Child>((o) => [
   metadataRead(o),
-  o.status && { ...o.status, conditions: conditionsRead(o.status.conditions) },
+  (o.spec as { template?: unknown } | undefined)?.template !== undefined
+    ? deploymentStatusRead(o)
+    : o.status && { ...o.status, conditions: conditionsRead(o.status.conditions) },
 ]);
 
 /** Services, claims, revisions (no generation): spec by value; of a claim's status, its phase. */
@@ -94,8 +133,23 @@ function containerRead(c: V1ContainerStatus): unknown {
 }
 
 /**
- * Pods: labels, deletion, phase, conditions (the Ready one with its time: a canary's unready
- * time is counted from it), and each container's state as pods.ts judges it.
+ * A pod's conditions as they are read: Ready with its time (a canary's unready time is counted
+ * from it), and PodScheduled only when it says Unschedulable (pods.ts; a scheduled pod's
+ * PodScheduled True is not read, nor Initialized, ContainersReady and the rest).
+ */
+function podConditionsRead(conditions: readonly V1PodCondition[] | undefined): unknown {
+  return (conditions ?? []).flatMap((c) =>
+    c.type === "Ready"
+      ? [[c.type, c.status, c.reason, c.message, c.lastTransitionTime]]
+      : c.type === "PodScheduled" && c.status === "False" && c.reason === "Unschedulable"
+        ? [[c.type, c.status, c.reason, c.message]]
+        : [],
+  );
+}
+
+/**
+ * Pods: labels, deletion, phase, the conditions read (podConditionsRead), and each
+ * container's state as pods.ts judges it.
  */
 export const podWakes: Predicate = selectedChangedPredicate<
   Child & {
@@ -112,13 +166,7 @@ export const podWakes: Predicate = selectedChangedPredicate<
     pod.metadata.labels,
     pod.metadata.deletionTimestamp,
     s?.phase,
-    s?.conditions?.map((c) => [
-      c.type,
-      c.status,
-      c.reason,
-      c.message,
-      c.type === "Ready" && c.lastTransitionTime,
-    ]),
+    podConditionsRead(s?.conditions),
     s?.containerStatuses?.map(containerRead),
     s?.initContainerStatuses?.map(containerRead),
   ];

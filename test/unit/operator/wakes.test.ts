@@ -62,6 +62,39 @@ describe("what of a child wakes its model", () => {
     assert.equal(wakes(podWakes, pod, ["metadata", "deletionTimestamp"], "t1"), true);
   });
 
+  it("a pod: being scheduled and its other conditions do not; being unschedulable does", () => {
+    const pending: Obj = { ...pod, status: { phase: "Pending" } };
+    const scheduled = { type: "PodScheduled", status: "True", lastTransitionTime: "t0" };
+    assert.equal(wakes(podWakes, pending, ["status", "conditions"], [scheduled]), false);
+    assert.equal(
+      wakes(
+        podWakes,
+        pod,
+        ["status", "conditions"],
+        [ready("False"), { type: "ContainersReady", status: "True" }],
+      ),
+      false,
+    );
+    const unschedulable = {
+      type: "PodScheduled",
+      status: "False",
+      reason: "Unschedulable",
+      message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+    };
+    assert.equal(wakes(podWakes, pending, ["status", "conditions"], [unschedulable]), true);
+    const otherReasons = { ...pending, status: { phase: "Pending", conditions: [unschedulable] } };
+    assert.equal(
+      wakes(
+        podWakes,
+        otherReasons,
+        ["status", "conditions", 0, "message"],
+        "0/3 nodes are available: 3 Insufficient cpu.",
+      ),
+      true,
+    );
+    assert.equal(wakes(podWakes, otherReasons, ["status", "conditions"], [scheduled]), true);
+  });
+
   it("a Job: pod counts, uncounted pods and its end do; its ready count and start time do not", () => {
     const job: Obj = {
       apiVersion: "batch/v1",
@@ -83,16 +116,19 @@ describe("what of a child wakes its model", () => {
     );
   });
 
-  it("a Deployment: status counts, its spec (generation) and our annotations do; condition times and others' annotations do not", () => {
+  it("a Deployment: its rollout complete or not, its deadline, its spec (generation) and our annotations do; counts, conditions and others' annotations alone do not", () => {
     const d: Obj = {
       apiVersion: "apps/v1",
       kind: "Deployment",
       metadata: { name: "d", generation: 1, annotations: { "serving.mlmodel.dev/applied-hash": "h1" } },
+      spec: { replicas: 1, template: {} },
       status: {
+        observedGeneration: 1,
         replicas: 1,
-        readyReplicas: 0,
+        updatedReplicas: 1,
+        unavailableReplicas: 1,
         conditions: [
-          { type: "Progressing", status: "True", reason: "NewReplicaSetAvailable", lastUpdateTime: "t0" },
+          { type: "Progressing", status: "True", reason: "ReplicaSetUpdated", lastUpdateTime: "t0" },
         ],
       },
     };
@@ -101,12 +137,40 @@ describe("what of a child wakes its model", () => {
       wakes(statusWakes, d, ["metadata", "annotations", "deployment.kubernetes.io/revision"], "2"),
       false,
     );
-    assert.equal(wakes(statusWakes, d, ["status", "readyReplicas"], 1), true);
+    // What the Deployment controller says on the way that the reconcile does not read.
+    assert.equal(wakes(statusWakes, d, ["status", "readyReplicas"], 1), false);
+    assert.equal(wakes(statusWakes, d, ["status", "unavailableReplicas"], 0), false);
+    const progressed = { type: "Progressing", status: "True", reason: "NewReplicaSetAvailable" };
+    assert.equal(wakes(statusWakes, d, ["status", "conditions"], [progressed]), false);
+    const created = { ...d, status: { conditions: [progressed] } };
+    assert.equal(wakes(statusWakes, created, ["status", "observedGeneration"], 1), false);
+    // Rolled out (every desired replica updated and available), an older revision's replica
+    // left (a canary's split reads it), and the progress deadline.
+    assert.equal(wakes(statusWakes, d, ["status", "availableReplicas"], 1), true);
+    assert.equal(wakes(statusWakes, d, ["status", "replicas"], 2), true);
+    const deadline = { type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" };
+    assert.equal(wakes(statusWakes, d, ["status", "conditions"], [deadline]), true);
     assert.equal(wakes(statusWakes, d, ["metadata", "generation"], 2), true);
     assert.equal(
       wakes(statusWakes, d, ["metadata", "annotations", "serving.mlmodel.dev/applied-hash"], "h2"),
       true,
     );
+  });
+
+  it("an autoscaler or a disruption budget (no pod template): its whole status but condition times", () => {
+    const hpa: Obj = {
+      apiVersion: "autoscaling/v2",
+      kind: "HorizontalPodAutoscaler",
+      metadata: { name: "h", generation: 1 },
+      spec: { minReplicas: 1, maxReplicas: 3 },
+      status: {
+        currentReplicas: 1,
+        desiredReplicas: 1,
+        conditions: [{ type: "AbleToScale", status: "True" }],
+      },
+    };
+    assert.equal(wakes(statusWakes, hpa, ["status", "desiredReplicas"], 2), true);
+    assert.equal(wakes(statusWakes, hpa, ["status", "conditions", 0, "lastTransitionTime"], "t1"), false);
   });
 
   it("a claim or a Service: its spec by value and a claim's phase do; its capacity alone does not", () => {
