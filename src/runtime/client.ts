@@ -272,15 +272,11 @@ export class KubeClient {
    * event its own write causes (its echo) but not the object.
    */
   async applyForVersion(kind: ResourceKind, obj: KubeObject, opts: ApplyOptions): Promise<AppliedVersion> {
-    const query = new URLSearchParams();
-    query.set("fieldManager", requireFieldManager(kind, opts));
-    if (opts.force) query.set("force", "true");
-    const res = await this.#send("apply", "PATCH", objectPath(kind, keyOf(kind, obj)), {
-      query,
-      body: JSON.stringify(withTypeMeta(kind, obj)),
-      contentType: PATCH_CONTENT_TYPES.apply,
-      signal: opts.signal,
+    const { verb, path, request } = patchRequest(kind, keyOf(kind, obj), withTypeMeta(kind, obj), "apply", {
+      ...opts,
+      fieldManager: requireFieldManager(kind, opts),
     });
+    const res = await this.#send(verb, "PATCH", path, request);
     return { created: res.status === 201, ...answerMeta(await res.text()) };
   }
 
@@ -397,24 +393,8 @@ export class KubeClient {
     opts: { subresource?: string; fieldManager?: string; force?: boolean; signal?: AbortSignal },
     discard: boolean,
   ): Promise<unknown> {
-    const contentType = PATCH_CONTENT_TYPES[type];
-    if (!contentType) {
-      throw new TypeError(
-        `patch type "${String(type)}" is not one of ${Object.keys(PATCH_CONTENT_TYPES).join(", ")}`,
-      );
-    }
-    const query = new URLSearchParams();
-    setParam(query, "fieldManager", opts.fieldManager);
-    if (opts.force) query.set("force", "true");
-    const verb: Verb = type === "apply" ? "apply" : "patch";
-    const path = objectPath(kind, key, opts.subresource);
-    return this.#request(
-      verb,
-      "PATCH",
-      path,
-      { query, body: JSON.stringify(patch), contentType, ...opts },
-      discard ? "discard" : asIs,
-    );
+    const { verb, path, request } = patchRequest(kind, key, patch, type, opts);
+    return this.#request(verb, "PATCH", path, request, discard ? "discard" : asIs);
   }
 
   #json(
@@ -558,6 +538,34 @@ function requireFieldManager(kind: ResourceKind, opts: ApplyOptions | undefined)
     throw new TypeError(`apply of ${kindName(kind)} needs opts.fieldManager (e.g. "mlmodel-operator")`);
   }
   return opts.fieldManager;
+}
+
+/** A PATCH of `key`: its verb, path, query (field manager, force), body and content type. */
+function patchRequest(
+  kind: ResourceKind,
+  key: ObjectKey,
+  patch: unknown,
+  type: PatchType,
+  opts: { subresource?: string; fieldManager?: string; force?: boolean; signal?: AbortSignal | undefined },
+): {
+  verb: Verb;
+  path: string;
+  request: { query: URLSearchParams; body: string; contentType: string; signal?: AbortSignal | undefined };
+} {
+  const contentType = PATCH_CONTENT_TYPES[type];
+  if (!contentType) {
+    throw new TypeError(
+      `patch type "${String(type)}" is not one of ${Object.keys(PATCH_CONTENT_TYPES).join(", ")}`,
+    );
+  }
+  const query = new URLSearchParams();
+  setParam(query, "fieldManager", opts.fieldManager);
+  if (opts.force) query.set("force", "true");
+  return {
+    verb: type === "apply" ? "apply" : "patch",
+    path: objectPath(kind, key, opts.subresource),
+    request: { query, body: JSON.stringify(patch), contentType, signal: opts.signal },
+  };
 }
 
 /**

@@ -49,6 +49,12 @@ describe("mapping changes to requests", () => {
       { namespace: "ns", name: "ps" },
       { namespace: "ns", name: "other" },
     ]);
+    const updated = obj("Pod", "ns", "p", "3", { ownerReferences: [ownerRef] });
+    assert.deepEqual(
+      requestsFor(src, { type: "update", old: pod, object: updated, initial: false }),
+      [{ namespace: "ns", name: "ps" }],
+      "old and new with the same owner: its key once",
+    );
     const foreign = obj("Pod", "ns", "p", "1", {
       ownerReferences: [{ ...ownerRef, kind: "ReplicaSet", apiVersion: "apps/v1" }],
     });
@@ -69,7 +75,13 @@ describe("mapping changes to requests", () => {
     const b = obj("ConfigMap", "ns", "c", "2", { generation: 1 });
     assert.deepEqual(requestsFor(src, { type: "update", old: a, object: b, initial: false }), []);
     const c = obj("ConfigMap", "ns", "c", "3", { generation: 2 });
-    assert.equal(requestsFor(src, { type: "update", old: a, object: c, initial: false }).length, 2);
+    assert.deepEqual(requestsFor(src, { type: "update", old: a, object: c, initial: false }), [
+      { namespace: "x", name: "for-c" },
+    ]);
+    const renamed = mapSource(builtinKinds.ConfigMap, (o) => [
+      { namespace: "x", name: `v${o.metadata.resourceVersion}` },
+    ]);
+    assert.equal(requestsFor(renamed, { type: "update", old: a, object: c, initial: false }).length, 2);
   });
 });
 
