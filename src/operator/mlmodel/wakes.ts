@@ -125,6 +125,8 @@ function containerRead(c: V1ContainerStatus): unknown {
     c.name,
     c.image,
     c.ready,
+    // Whether its startup probe passed: a canary's unready time counts only from then (canary/health.ts).
+    c.started,
     c.restartCount,
     waiting && [waiting.reason, waiting.message],
     c.state?.terminated ? "ended" : c.state?.running ? "running" : undefined,

@@ -58,6 +58,7 @@ describe("what of a child wakes its model", () => {
     const waiting = { waiting: { reason: "CrashLoopBackOff" } };
     assert.equal(wakes(podWakes, pod, ["status", "containerStatuses", 0, "state"], waiting), true);
     assert.equal(wakes(podWakes, pod, ["status", "containerStatuses", 0, "restartCount"], 1), true);
+    assert.equal(wakes(podWakes, pod, ["status", "containerStatuses", 0, "started"], true), true);
     assert.equal(wakes(podWakes, pod, ["metadata", "labels", "job-name"], "j"), true);
     assert.equal(wakes(podWakes, pod, ["metadata", "deletionTimestamp"], "t1"), true);
   });
