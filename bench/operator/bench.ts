@@ -128,6 +128,12 @@ export interface MemoryPoint {
   rssFileMiB?: number;
   rssAnonMiB?: number;
   heapUsedMiB: number;
+  /**
+   * The same, `settleSeconds` later with nothing happening: right after a burst of creates the
+   * heap still holds its garbage and V8 has not given pages back (its memory reducer runs once
+   * allocation stops), so the first figure moves with the burst's timing.
+   */
+  settled?: { seconds: number; rssMiB: number; heapUsedMiB: number };
 }
 
 export interface MemoryResult {
@@ -625,17 +631,32 @@ async function memory(
   };
 }
 
-/** RSS and heap after a few seconds of quiet (the heap figure still includes uncollected garbage). */
+/** Seconds of quiet between a memory point's first reading and its settled one. */
+const memorySettleSeconds = 30;
+
+/**
+ * RSS and heap after a few seconds of quiet (the heap figure still includes uncollected
+ * garbage), and again `memorySettleSeconds` later.
+ */
 async function memoryPoint(operator: OperatorProcess, cachedModels: number): Promise<MemoryPoint> {
+  const heapUsedMiB = async () =>
+    round(total(await operator.metrics(), "nodejs_heap_size_used_bytes") / 2 ** 20, 1)!;
   await new Promise((r) => setTimeout(r, 5000));
-  const samples = await operator.metrics();
+  const heap = await heapUsedMiB();
   const stats = operator.stats();
+  await new Promise((r) => setTimeout(r, memorySettleSeconds * 1000));
+  const settledHeap = await heapUsedMiB();
   return {
     cachedModels,
     rssMiB: round(stats.rssMiB, 1)!,
     rssFileMiB: round(stats.rssFileMiB, 1)!,
     rssAnonMiB: round(stats.rssAnonMiB, 1)!,
-    heapUsedMiB: round(total(samples, "nodejs_heap_size_used_bytes") / 2 ** 20, 1)!,
+    heapUsedMiB: heap,
+    settled: {
+      seconds: memorySettleSeconds,
+      rssMiB: round(operator.stats().rssMiB, 1)!,
+      heapUsedMiB: settledHeap,
+    },
   };
 }
 

@@ -100,6 +100,12 @@ export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[]
       lineChart("Operator memory vs cached MLModels", "cached MLModels", "MiB", [
         { name: "RSS", points: r.memory.points.map((p) => ({ x: p.cachedModels, y: p.rssMiB })) },
         { name: "heap used", points: r.memory.points.map((p) => ({ x: p.cachedModels, y: p.heapUsedMiB })) },
+        {
+          name: "RSS, settled",
+          points: r.memory.points.flatMap((p) =>
+            p.settled ? [{ x: p.cachedModels, y: p.settled.rssMiB }] : [],
+          ),
+        },
       ]),
     );
   const scaling = scalingSeries(dir);
@@ -175,7 +181,13 @@ export function summary(r: OperatorBenchResult): string {
   if (r.delete) lines.push(`delete all: ${r.delete.seconds}s until every model and child is gone`);
   if (r.memory) {
     const pts = r.memory.points
-      .map((p) => `${p.cachedModels}: RSS ${p.rssMiB} MiB heap ${p.heapUsedMiB} MiB`)
+      .map(
+        (p) =>
+          `${p.cachedModels}: RSS ${p.rssMiB} MiB heap ${p.heapUsedMiB} MiB` +
+          (p.settled
+            ? ` (${p.settled.seconds}s later: RSS ${p.settled.rssMiB} MiB heap ${p.settled.heapUsedMiB} MiB)`
+            : ""),
+      )
       .join("; ");
     lines.push(`memory: ${pts}; ${r.memory.heapKiBPerModel ?? "?"} KiB heap per cached model`);
     const s = r.memory.storeCost;
