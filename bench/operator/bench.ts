@@ -129,11 +129,23 @@ export interface MemoryPoint {
   rssAnonMiB?: number;
   heapUsedMiB: number;
   /**
+   * What V8 holds for its heap (used or not) and outside it (Buffers, ArrayBuffers): with
+   * file-backed pages, what RSS is made of beyond the heap in use.
+   */
+  heapTotalMiB?: number;
+  externalMiB?: number;
+  /**
    * The same, `settleSeconds` later with nothing happening: right after a burst of creates the
    * heap still holds its garbage and V8 has not given pages back (its memory reducer runs once
    * allocation stops), so the first figure moves with the burst's timing.
    */
-  settled?: { seconds: number; rssMiB: number; heapUsedMiB: number };
+  settled?: {
+    seconds: number;
+    rssMiB: number;
+    heapUsedMiB: number;
+    heapTotalMiB: number;
+    externalMiB: number;
+  };
 }
 
 export interface MemoryResult {
@@ -639,24 +651,27 @@ const memorySettleSeconds = 30;
  * garbage), and again `memorySettleSeconds` later.
  */
 async function memoryPoint(operator: OperatorProcess, cachedModels: number): Promise<MemoryPoint> {
-  const heapUsedMiB = async () =>
-    round(total(await operator.metrics(), "nodejs_heap_size_used_bytes") / 2 ** 20, 1)!;
+  const heap = async () => {
+    const samples = await operator.metrics();
+    const mib = (name: string) => round(total(samples, name) / 2 ** 20, 1)!;
+    return {
+      heapUsedMiB: mib("nodejs_heap_size_used_bytes"),
+      heapTotalMiB: mib("nodejs_heap_size_total_bytes"),
+      externalMiB: mib("nodejs_external_memory_bytes"),
+    };
+  };
   await new Promise((r) => setTimeout(r, 5000));
-  const heap = await heapUsedMiB();
+  const first = await heap();
   const stats = operator.stats();
   await new Promise((r) => setTimeout(r, memorySettleSeconds * 1000));
-  const settledHeap = await heapUsedMiB();
+  const settled = await heap();
   return {
     cachedModels,
     rssMiB: round(stats.rssMiB, 1)!,
     rssFileMiB: round(stats.rssFileMiB, 1)!,
     rssAnonMiB: round(stats.rssAnonMiB, 1)!,
-    heapUsedMiB: heap,
-    settled: {
-      seconds: memorySettleSeconds,
-      rssMiB: round(operator.stats().rssMiB, 1)!,
-      heapUsedMiB: settledHeap,
-    },
+    ...first,
+    settled: { seconds: memorySettleSeconds, rssMiB: round(operator.stats().rssMiB, 1)!, ...settled },
   };
 }
 

@@ -184,8 +184,9 @@ export function summary(r: OperatorBenchResult): string {
       .map(
         (p) =>
           `${p.cachedModels}: RSS ${p.rssMiB} MiB heap ${p.heapUsedMiB} MiB` +
+          (p.heapTotalMiB !== undefined ? ` of ${p.heapTotalMiB}, external ${p.externalMiB} MiB` : "") +
           (p.settled
-            ? ` (${p.settled.seconds}s later: RSS ${p.settled.rssMiB} MiB heap ${p.settled.heapUsedMiB} MiB)`
+            ? ` (${p.settled.seconds}s later: RSS ${p.settled.rssMiB} MiB heap ${p.settled.heapUsedMiB} of ${p.settled.heapTotalMiB}, external ${p.settled.externalMiB} MiB)`
             : ""),
       )
       .join("; ");
