@@ -14,7 +14,7 @@ import type { RequestOptions } from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ApiError } from "./errors.ts";
 import { apiVersionOf, collectionPath, kindName, objectPath, type ResourceKind } from "./kinds.ts";
-import { eventWithoutManagedFields, listWithoutManagedFields } from "./managed-fields.ts";
+import { eventWithoutManagedFields, listWithoutManagedFields, skipString } from "./managed-fields.ts";
 import { type HttpRequest, type HttpResponse, NodeTransport, type TlsSettings } from "./transport.ts";
 import type { KubeObject, ObjectKey, Status, WatchEvent } from "./types.ts";
 
@@ -595,16 +595,6 @@ function scanMeta(text: string): { uid?: string; resourceVersion?: string } | un
   let inMetadata = false;
   let uid: string | undefined;
   let resourceVersion: string | undefined;
-  // A JSON string starting at text[at] (a quote): its end (after the closing quote) and whether it had escapes.
-  const stringEnd = (at: number): number => {
-    for (let j = at + 1; j < text.length; j++) {
-      const c = text.charCodeAt(j);
-      if (c === 0x5c)
-        j++; // backslash: skip the escaped character
-      else if (c === 0x22) return j + 1;
-    }
-    return -1;
-  };
   const skipSpace = () => {
     while (i < text.length && " \t\r\n".includes(text[i]!)) i++;
   };
@@ -614,7 +604,7 @@ function scanMeta(text: string): { uid?: string; resourceVersion?: string } | un
   for (;;) {
     skipSpace();
     if (text[i] !== '"') return undefined;
-    const keyEnd = stringEnd(i);
+    const keyEnd = skipString(text, i);
     if (keyEnd < 0) return undefined;
     const key = text.slice(i + 1, keyEnd - 1);
     i = keyEnd;
@@ -634,7 +624,7 @@ function scanMeta(text: string): { uid?: string; resourceVersion?: string } | un
         ? { ...(uid !== undefined ? { uid } : {}), resourceVersion }
         : undefined;
     }
-    const valueEnd = stringEnd(i);
+    const valueEnd = skipString(text, i);
     if (valueEnd < 0) return undefined;
     if (inMetadata && (key === "uid" || key === "resourceVersion")) {
       const raw = text.slice(i + 1, valueEnd - 1);

@@ -134,7 +134,8 @@ function skipValue(text: string, i: number): number {
   return -1;
 }
 
-function skipString(text: string, i: number): number {
+/** The end (after the closing quote) of the JSON string whose quote is at `i`, or -1 if it is unterminated. */
+export function skipString(text: string, i: number): number {
   stringToken.lastIndex = i;
   return stringToken.test(text) ? stringToken.lastIndex : -1;
 }
