@@ -369,12 +369,19 @@ describe("canary rollouts", { concurrency: true }, () => {
     );
     assert.equal(aborted.status?.conditions?.find((x) => x.type === "RolledBack")?.status, "True");
     assert.equal(aborted.spec.image, "registry.example.com/simulate-crash-loop:2", "the spec as written");
-    const events = await modelEvents(admin, ns.name, name);
-    for (const reason of ["CanaryAborting", "CanaryAborted", "RolledBack"])
-      assert.ok(
-        events.some((e) => e.reason === reason && e.type === "Warning"),
-        `Warning ${reason}: ${events.map((e) => e.reason)}`,
-      );
+    // An Event is recorded after the status that says it: wait for the last ones.
+    const warnings = ["CanaryAborting", "CanaryAborted", "RolledBack"];
+    let events = await modelEvents(admin, ns.name, name);
+    const missing = () => warnings.filter((r) => !events.some((e) => e.reason === r && e.type === "Warning"));
+    await waitFor(
+      "the abort's Warning Events",
+      async () => {
+        events = await modelEvents(admin, ns.name, name);
+        return missing().length === 0;
+      },
+      { timeoutMs: 30_000 },
+    ).catch(() => {});
+    assert.deepEqual(missing(), [], `Warning Events missing; recorded: ${events.map((e) => e.reason)}`);
     await waitFor(
       "only the stable revision's 5 pods",
       async () => (await servingPods(admin, ns.name, name)).join() === times(5, `${S} ready`).join(),
