@@ -123,6 +123,8 @@ export interface DeleteResult {
 
 export interface MemoryPoint {
   cachedModels: number;
+  /** The operator's CPU time so far (the difference between points is what the burst cost). */
+  cpuSeconds?: number;
   rssMiB: number;
   /** RSS split: file-backed pages (the Node binary's code, mapped files) and anonymous ones (heaps). */
   rssFileMiB?: number;
@@ -145,6 +147,12 @@ export interface MemoryPoint {
     heapUsedMiB: number;
     heapTotalMiB: number;
     externalMiB: number;
+    /** V8's heap by space (old, new, code, large_object...): what it holds and what is in use. */
+    spaces?: Record<string, { usedMiB: number; totalMiB: number }>;
+    /** Garbage collections by kind (minor, major, incremental, weakcb) since the operator started. */
+    gcs?: Record<string, number>;
+    /** The runtime's compacting collections once work was quiet (heap_reclaims_total) so far. */
+    heapReclaims?: number;
   };
 }
 
@@ -664,14 +672,33 @@ async function memoryPoint(operator: OperatorProcess, cachedModels: number): Pro
   const first = await heap();
   const stats = operator.stats();
   await new Promise((r) => setTimeout(r, memorySettleSeconds * 1000));
-  const settled = await heap();
+  const settled = { ...(await heap()), ...(await heapDetail(operator)) };
   return {
     cachedModels,
+    cpuSeconds: round(stats.cpuSeconds, 2)!,
     rssMiB: round(stats.rssMiB, 1)!,
     rssFileMiB: round(stats.rssFileMiB, 1)!,
     rssAnonMiB: round(stats.rssAnonMiB, 1)!,
     ...first,
     settled: { seconds: memorySettleSeconds, rssMiB: round(operator.stats().rssMiB, 1)!, ...settled },
+  };
+}
+
+/** Where the heap V8 keeps is, by space, and how many collections of each kind ran. */
+async function heapDetail(
+  operator: OperatorProcess,
+): Promise<Pick<Required<MemoryPoint>["settled"], "spaces" | "gcs" | "heapReclaims">> {
+  const samples = await operator.metrics();
+  const mib = (bytes: number | undefined) => round((bytes ?? 0) / 2 ** 20, 1)!;
+  const used = sumBy(samples, "nodejs_heap_space_size_used_bytes", "space");
+  const held = sumBy(samples, "nodejs_heap_space_size_total_bytes", "space");
+  const spaces = Object.fromEntries(
+    Object.keys(held).map((space) => [space, { usedMiB: mib(used[space]), totalMiB: mib(held[space]) }]),
+  );
+  return {
+    spaces,
+    gcs: sumBy(samples, "nodejs_gc_duration_seconds_count", "kind"),
+    heapReclaims: total(samples, "heap_reclaims_total"),
   };
 }
 
