@@ -167,6 +167,7 @@ export class Controller {
   readonly #deps: ControllerDeps;
   readonly #clock: Clock;
   readonly #inFlight = new Map<string, AbortController>();
+  #reconciled = 0;
   #started = false;
 
   constructor(opts: ControllerOptions, deps: ControllerDeps) {
@@ -187,6 +188,11 @@ export class Controller {
   /** Keys whose reconcile is running now. */
   get inFlight(): string[] {
     return [...this.#inFlight.keys()];
+  }
+
+  /** Reconciles finished since start, whatever their outcome. */
+  get reconciled(): number {
+    return this.#reconciled;
   }
 
   /**
@@ -291,6 +297,7 @@ export class Controller {
       settled = { ok: false, error };
     } finally {
       this.#inFlight.delete(key);
+      this.#reconciled++;
       metrics?.activeWorkers.dec(labels);
       metrics?.reconcileTime.observe(labels, (this.#clock.now() - started) / 1000);
     }

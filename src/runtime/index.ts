@@ -43,6 +43,8 @@ export type { EventRecorder, EventRecorderOptions, EventSink, EventType } from "
 export { KubeEventRecorder, logEventRecorder } from "./events.ts";
 export type { HealthStatus } from "./health.ts";
 export { defaultHealthGracePeriodMs, describeError, WatchHealth, watchHealthCheck } from "./health.ts";
+export type { Activity, Heap, HeapReclaimOptions } from "./heap-reclaim.ts";
+export { defaultHeapReclaim, HeapReclaimer, reclaimDue, v8Heap } from "./heap-reclaim.ts";
 export type { ChangeHandler, InformerOptions, Transform } from "./informer.ts";
 export { Informer, reflector } from "./informer.ts";
 export type { ResourceKind } from "./kinds.ts";

@@ -23,6 +23,7 @@ import { type Clock, realClock } from "./clock.ts";
 import { Controller, ControllerBuilder, type ControllerOptions } from "./controller.ts";
 import { type EventRecorder, KubeEventRecorder } from "./events.ts";
 import { watchHealthCheck } from "./health.ts";
+import { HeapReclaimer, type HeapReclaimOptions } from "./heap-reclaim.ts";
 import { Informer, type Transform } from "./informer.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
@@ -67,6 +68,12 @@ export interface ManagerOptions {
   healthGracePeriodMs?: number;
   /** How often an optional cache asks discovery whether its kind is served (default 30 s). */
   servedPollIntervalMs?: number;
+  /**
+   * Give back the heap a burst grew, with one compacting collection once the controllers are
+   * quiet (HeapReclaimer). Default off: it collects in the whole process, the application's
+   * call. See docs/runtime.md.
+   */
+  reclaimHeapWhenQuiet?: boolean | HeapReclaimOptions;
 }
 
 export interface CacheOptions<T extends KubeObject = KubeObject> {
@@ -117,6 +124,7 @@ export class Manager {
   readonly #clock: Clock;
   readonly #caches = new Map<string, CacheEntry>();
   readonly #controllers: Controller[] = [];
+  #cacheChanges = 0;
   #elector: LeaderElector | undefined;
   #started = false;
   #addresses: { metrics?: string; health?: string } = {};
@@ -210,11 +218,14 @@ export class Manager {
     const cacheRuns = [...this.#caches.values()].flatMap((e) =>
       e.informers.map((i) => this.#runInformer(i, cachesAbort.signal)),
     );
+    const reclaimer = this.#heapReclaimer();
+    reclaimer?.start();
     let lost = false;
     try {
       await this.#waitForCaches(signal);
       if (!signal.aborted) lost = await this.#runControllers(signal);
     } finally {
+      reclaimer?.stop();
       this.metrics.leaderStatus.set({ name: this.#opts.leaderElection?.name ?? "none" }, 0);
       await this.recorder.flush();
       cachesAbort.abort();
@@ -223,6 +234,29 @@ export class Manager {
       this.log.info({ lost }, "manager stopped");
     }
     if (lost) throw new LeaderElectionLostError(this.#elector?.identity ?? "?");
+  }
+
+  /**
+   * The heap reclaimer if asked for. Quiet: every cache synced, no cache change and no
+   * reconcile since its last look, nothing queued or running.
+   */
+  #heapReclaimer(): HeapReclaimer | undefined {
+    const opts = this.#opts.reclaimHeapWhenQuiet;
+    if (!opts) return undefined;
+    return new HeapReclaimer(opts === true ? {} : opts, {
+      clock: this.#clock,
+      log: this.log,
+      activity: () => ({
+        done: this.#cacheChanges + this.#controllers.reduce((n, c) => n + c.reconciled, 0),
+        pending:
+          (this.cachesSynced() ? 0 : 1) +
+          this.#controllers.reduce((n, c) => n + c.queue.length + c.queue.processing, 0),
+      }),
+      onReclaim: (freed) => {
+        this.metrics.heapReclaims.inc();
+        this.metrics.heapReclaimedBytes.inc(freed);
+      },
+    });
   }
 
   /** Campaigns if configured, runs controllers while leading; returns true if the lease was lost. */
@@ -420,6 +454,8 @@ export class Manager {
           })
         : new Informer(this.client, kind, informerOpts);
     });
+    // Changes count as work for the heap reclaimer: it waits for caches that stopped changing.
+    for (const informer of informers) informer.addHandler(() => this.#cacheChanges++);
     const store =
       informers.length === 1 ? informers[0]!.store : new MultiStore(informers.map((i) => i.store));
     const entry = {

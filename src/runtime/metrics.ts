@@ -117,6 +117,9 @@ export class RuntimeMetrics {
   readonly queueRetries: Counter<"name" | "controller">;
   readonly leaderStatus: Gauge<"name">;
   readonly restRequests: Counter<"code" | "method" | "verb">;
+  /** The heap reclaimer's collections (heap-reclaim.ts) and the bytes they gave back. */
+  readonly heapReclaims: Counter<never>;
+  readonly heapReclaimedBytes: Counter<never>;
 
   constructor(opts: { registry?: Registry; defaultMetrics?: boolean } = {}) {
     this.registry = opts.registry ?? new Registry();
@@ -193,6 +196,12 @@ export class RuntimeMetrics {
       "rest_client_requests_total",
       "Number of HTTP requests, partitioned by status code, method and verb",
       ["code", "method", "verb"],
+    );
+    this.heapReclaims = counter("heap_reclaims_total", "Compacting collections run once work was quiet", []);
+    this.heapReclaimedBytes = counter(
+      "heap_reclaimed_bytes_total",
+      "Heap bytes V8 gave back in the compacting collections run once work was quiet",
+      [],
     );
   }
 

@@ -37,7 +37,18 @@ describe("Manager (real control plane)", () => {
   });
 
   it("fails /readyz until every cache has synced, serves metrics, reconciles, shuts down and releases its lease", async () => {
-    const mgr = new Manager({
+    // The heap reclaimer looks every 100 ms and, with no growth asked for, reclaims at every
+    // quiet look: each reclaim records whether the caches had synced and what was reconciled.
+    const reclaims: { synced: boolean; reconciles: number }[] = [];
+    const heap = {
+      heldBytes: () => 0,
+      reclaim: () =>
+        reclaims.push({
+          synced: mgr.cachesSynced(),
+          reconciles: [...reconciled.values()].reduce((a, b) => a + b, 0),
+        }),
+    };
+    const mgr: Manager = new Manager({
       kubeConfig: kubeConfig(),
       namespaces: [ns.name],
       metricsBindAddress: "127.0.0.1:0",
@@ -45,6 +56,7 @@ describe("Manager (real control plane)", () => {
       leaderElection: { name: "rt-mgr-test", namespace: ns.name },
       logger: log,
       shutdownTimeoutMs: 5000,
+      reclaimHeapWhenQuiet: { intervalMs: 100, growthBytes: 0, heap },
     });
     // A cache of a kind whose CRD does not exist yet: its list fails (404) until we install it.
     mgr.cache(Widget);
@@ -113,6 +125,14 @@ describe("Manager (real control plane)", () => {
       "all three reconciled, flaky twice",
       async () => (reconciled.get("flaky") ?? 0) >= 2 && reconciled.has("a") && reconciled.has("b"),
     );
+    await waitFor("a heap reclaim once the reconciles are done", async () =>
+      reclaims.some((r) => r.reconciles >= 4),
+    );
+    assert.deepEqual(
+      reclaims.filter((r) => !r.synced),
+      [],
+      "no reclaim while a cache had not synced (the Widget CRD was missing)",
+    );
     assert.equal(mgr.isLeader, true);
 
     const metrics = (await get(`http://${metricsAddr}/metrics`)).body;
@@ -127,6 +147,7 @@ describe("Manager (real control plane)", () => {
       "workqueue_work_duration_seconds_bucket",
       'workqueue_retries_total{name="cm",controller="cm"} 1',
       'leader_election_master_status{name="rt-mgr-test"} 1',
+      "heap_reclaims_total ",
       'rest_client_requests_total{code="200",method="GET",verb="list"}',
       'rest_client_requests_total{code="404",method="GET",verb="list"}',
     ]) {

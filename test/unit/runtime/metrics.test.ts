@@ -88,6 +88,8 @@ const exposedFamilies = [
   "workqueue_retries_total counter",
   "leader_election_master_status gauge",
   "rest_client_requests_total counter",
+  "heap_reclaims_total counter",
+  "heap_reclaimed_bytes_total counter",
 ];
 
 /** A RuntimeMetrics with one controller whose every series has a sample. */
