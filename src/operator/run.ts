@@ -20,6 +20,8 @@ export interface OperatorOptions extends Partial<OperatorConfig> {
   /** How often to ask whether the Gateway API (HTTPRoute) is served (runtime default 30 s). */
   servedPollIntervalMs?: number;
   logger?: Logger;
+  /** Compact the heap once work is quiet after a burst (runtime ManagerOptions; default on). */
+  reclaimHeapWhenQuiet?: boolean;
 }
 
 export const leaseName = "mlmodel-operator";
@@ -43,6 +45,8 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
       ? { servedPollIntervalMs: options.servedPollIntervalMs }
       : {}),
     reportingController: "serving.mlmodel.dev/operator",
+    // A burst of models leaves V8 holding pages it no longer needs (bench/README.md, phase H).
+    reclaimHeapWhenQuiet: options.reclaimHeapWhenQuiet ?? true,
     ...(options.leaderElectionNamespace
       ? { leaderElection: { name: leaseName, namespace: options.leaderElectionNamespace } }
       : {}),
