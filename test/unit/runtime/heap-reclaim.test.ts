@@ -97,6 +97,28 @@ describe("HeapReclaimer", () => {
   });
 });
 
+describe("HeapReclaimer failures", () => {
+  it("stops looking, and does not throw, when the collection fails", async () => {
+    const clock = new FakeClock();
+    let tries = 0;
+    const heap: Heap = {
+      heldBytes: () => 100 * MiB * (tries + 1),
+      reclaim: () => {
+        tries++;
+        throw new Error("unknown option");
+      },
+    };
+    const r = new HeapReclaimer(
+      { intervalMs: 1000, growthBytes: 0, heap },
+      { activity: () => ({ done: 0, pending: 0 }), clock },
+    );
+    r.start();
+    await clock.advance(10_000);
+    assert.equal(tries, 1);
+    assert.equal(clock.pendingTimers, 0);
+  });
+});
+
 describe("v8Heap", () => {
   // In a child process: the collection and the flag it sets are process-wide.
   const heapModule = new URL("../../../src/runtime/heap-reclaim.ts", import.meta.url).href;
