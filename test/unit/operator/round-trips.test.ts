@@ -462,7 +462,7 @@ describe("the download path's creates: their echoes wake nobody either", () => {
   const jobName = childNames.download("resnet", contentHash(downloaded("1")));
   const J = builtinKinds.Job;
 
-  it("a downloaded model's first reconcile: the claim's and the Job's echoes are dropped; the Job's first status update wakes", async () => {
+  it("a downloaded model's first reconcile: the claim's and the Job's echoes are dropped; the Job's first status update that is read wakes", async () => {
     const w = world(downloaded("1"));
     const own = new OwnWrites();
     w.own = own;
@@ -481,7 +481,7 @@ describe("the download path's creates: their echoes wake nobody either", () => {
     assert.deepEqual((await w.reconcile()).writes, []);
     const old = w.store(J).get({ namespace: "ml", name: jobName })!;
     w.update<KubeObject & V1Job>(J, jobName, (j) => {
-      j.status = { active: 1 };
+      j.status = { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] };
     });
     const object = w.store(J).get({ namespace: "ml", name: jobName })!;
     assert.equal(own.predicate(J)({ type: "update", object, old, initial: false }), true);
