@@ -12,7 +12,7 @@ import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
 import type { ModelClient } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
-import { rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
+import { countsSettleMs, rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
 import { jobWakes, OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
 import { childNames } from "../../../src/operator/names.ts";
 import { contentHash } from "../../../src/operator/plan.ts";
@@ -176,6 +176,53 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
     assert.deepEqual((await w.reconcile()).writes, ["applyStatus MLModel/resnet"]);
     assert.equal(w.lastStatus()?.phase, "Ready");
     assert.equal(w.lastStatus()?.observedGeneration, 2);
+  });
+
+  it("a change of counts held back, then a status written at once: the counts' requeue is withdrawn", async () => {
+    const w = world(image("1"));
+    const rev = revisionOf(image("1"));
+    w.followHeldCounts = false;
+    w.tickMs = 0;
+    await w.reconcile();
+    w.settle();
+    w.now = new Date(w.now.getTime() + rolloutSettleMs);
+    assert.deepEqual(
+      (await w.reconcile()).writes,
+      ["applyStatus MLModel/resnet"],
+      "Deploying, the hold over",
+    );
+    w.settle();
+    // Its pod created, not ready yet: a change of counts alone, held back.
+    w.put(builtinKinds.Pod, pod(`resnet-${rev}-0`, rev) as KubeObject);
+    const counted = await w.reconcile();
+    assert.deepEqual(counted.writes, []);
+    assert.deepEqual(counted.result, { requeueAfterMs: countsSettleMs });
+    // Rolled out before that time: Ready written at once, with the counts; nothing left to come back for.
+    rolledOut(w, rev);
+    const ready = await w.reconcile();
+    assert.deepEqual(ready.writes, ["applyStatus MLModel/resnet"]);
+    assert.equal(w.lastStatus()?.phase, "Ready");
+    assert.deepEqual(ready.result, { replacesRequeue: true });
+    w.settle();
+    assert.equal((await w.reconcile()).result, undefined, "no hold, nothing withdrawn");
+  });
+
+  it("a change of counts held back that went away: its requeue is withdrawn", async () => {
+    const w = world(image("1"));
+    const rev = revisionOf(image("1"));
+    w.followHeldCounts = false;
+    w.tickMs = 0;
+    await w.reconcile();
+    w.settle();
+    w.now = new Date(w.now.getTime() + rolloutSettleMs);
+    await w.reconcile();
+    w.settle();
+    w.put(builtinKinds.Pod, pod(`resnet-${rev}-0`, rev) as KubeObject);
+    assert.deepEqual((await w.reconcile()).result, { requeueAfterMs: countsSettleMs });
+    w.remove(builtinKinds.Pod, `resnet-${rev}-0`);
+    const back = await w.reconcile();
+    assert.deepEqual(back.writes, [], "the status already says it");
+    assert.deepEqual(back.result, { replacesRequeue: true });
   });
 
   it("a held model deleted: the hold forgotten and its requeue withdrawn", async () => {
