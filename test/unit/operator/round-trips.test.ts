@@ -178,7 +178,8 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
     assert.equal(w.lastStatus()?.observedGeneration, 2);
   });
 
-  it("a change of counts held back, then a status written at once: the counts' requeue is withdrawn", async () => {
+  /** A new model's Deploying written (its hold over), then its pod created: a change of counts alone, held back. */
+  async function countsHeld(): Promise<{ w: World; rev: string }> {
     const w = world(image("1"));
     const rev = revisionOf(image("1"));
     w.followHeldCounts = false;
@@ -192,11 +193,15 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
       "Deploying, the hold over",
     );
     w.settle();
-    // Its pod created, not ready yet: a change of counts alone, held back.
     w.put(builtinKinds.Pod, pod(`resnet-${rev}-0`, rev) as KubeObject);
     const counted = await w.reconcile();
     assert.deepEqual(counted.writes, []);
     assert.deepEqual(counted.result, { requeueAfterMs: countsSettleMs });
+    return { w, rev };
+  }
+
+  it("a change of counts held back, then a status written at once: the counts' requeue is withdrawn", async () => {
+    const { w, rev } = await countsHeld();
     // Rolled out before that time: Ready written at once, with the counts; nothing left to come back for.
     rolledOut(w, rev);
     const ready = await w.reconcile();
@@ -208,17 +213,7 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
   });
 
   it("a change of counts held back that went away: its requeue is withdrawn", async () => {
-    const w = world(image("1"));
-    const rev = revisionOf(image("1"));
-    w.followHeldCounts = false;
-    w.tickMs = 0;
-    await w.reconcile();
-    w.settle();
-    w.now = new Date(w.now.getTime() + rolloutSettleMs);
-    await w.reconcile();
-    w.settle();
-    w.put(builtinKinds.Pod, pod(`resnet-${rev}-0`, rev) as KubeObject);
-    assert.deepEqual((await w.reconcile()).result, { requeueAfterMs: countsSettleMs });
+    const { w, rev } = await countsHeld();
     w.remove(builtinKinds.Pod, `resnet-${rev}-0`);
     const back = await w.reconcile();
     assert.deepEqual(back.writes, [], "the status already says it");
