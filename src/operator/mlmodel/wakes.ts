@@ -22,6 +22,7 @@ import {
   type ResourceKind,
   selectedChangedPredicate,
 } from "../../runtime/index.ts";
+import { labels } from "../names.ts";
 import type { ModelClient } from "./context.ts";
 
 /** Our own label and annotation keys (serving.mlmodel.dev/...) and the standard app ones we set. */
@@ -100,22 +101,40 @@ export const statusWakes: Predicate = selectedChangedPredicate<Child>((o) => [
     : o.status && { ...o.status, conditions: conditionsRead(o.status.conditions) },
 ]);
 
-/** Services, claims, revisions (no generation): spec by value; of a claim's status, its phase. */
+/**
+ * A claim's spec but its volumeName: the volume binder sets it a moment before the claim's
+ * phase says Bound (the update that is read); no desired claim sets it, so drift never reads it
+ * (issue 15: on the download path, 0.65 reconciles per model that wrote nothing).
+ */
+function specRead(o: Readonly<Child>): unknown {
+  const spec = o.spec as { volumeName?: string } | undefined;
+  if (o.kind !== "PersistentVolumeClaim" || spec?.volumeName === undefined) return spec;
+  const { volumeName: _bound, ...rest } = spec;
+  return rest;
+}
+
+/** Services, claims, revisions (no generation): spec by value (specRead); of a claim's status, its phase. */
 export const specWakes: Predicate = selectedChangedPredicate<Child & { data?: unknown; revision?: number }>(
-  (o) => [metadataRead(o), o.spec, o.data, o.revision, o.status?.["phase"]],
+  (o) => [metadataRead(o), specRead(o), o.data, o.revision, o.status?.["phase"]],
 );
 
-/** Jobs: how many pods ran and how they ended (status.ts, downloadStep), and their end. */
+/**
+ * Jobs: what status.ts (downloadStep) and canary.ts read: the counts of pods that ended and
+ * how the Job ended (its Complete or Failed condition). Not the active, ready and terminating
+ * counts (a running download is counted from its pod), nor the conditions that only precede
+ * the end (SuccessCriteriaMet, FailureTarget). Of the pods that ended but are not counted yet
+ * (uncountedTerminatedPods) only the failed ones: a download Job runs one pod to completion,
+ * so a succeeded pod is always followed by the Job's Complete, which wakes (and is read with
+ * its count). At N = 20 on the download path the Job's start and its success criteria met
+ * were 1.4 to 1.6 reconciles per model that wrote nothing (issue 15).
+ */
 export const jobWakes: Predicate = selectedChangedPredicate<Child>((o) => {
   const s = o.status ?? {};
-  return [
-    metadataRead(o),
-    s["active"],
-    s["succeeded"],
-    s["failed"],
-    s["uncountedTerminatedPods"],
-    conditionsRead(s["conditions"]),
-  ];
+  const uncounted = s["uncountedTerminatedPods"] as { failed?: unknown[] } | undefined;
+  const ends = ((s["conditions"] as ConditionLike[] | undefined) ?? []).filter(
+    (c) => c.type === "Complete" || c.type === "Failed",
+  );
+  return [metadataRead(o), s["succeeded"], s["failed"], uncounted?.failed?.length ?? 0, conditionsRead(ends)];
 });
 
 function containerRead(c: V1ContainerStatus): unknown {
@@ -150,10 +169,10 @@ function podConditionsRead(conditions: readonly V1PodCondition[] | undefined): u
 }
 
 /**
- * Pods: labels, deletion, phase, the conditions read (podConditionsRead), and each
- * container's state as pods.ts judges it.
+ * What of a pod is read: labels, deletion, phase, the conditions read (podConditionsRead), and
+ * each container's state as pods.ts judges it.
  */
-export const podWakes: Predicate = selectedChangedPredicate<
+const podChanged = selectedChangedPredicate<
   Child & {
     status?: {
       phase?: string;
@@ -173,6 +192,20 @@ export const podWakes: Predicate = selectedChangedPredicate<
     s?.initContainerStatuses?.map(containerRead),
   ];
 });
+
+/**
+ * Pods: an update that changed what is read of them (podChanged), but a download pod's own
+ * success. Its Job says it next (a succeeded pod is the end of a download Job, whose Complete
+ * wakes; jobWakes), and what the status reads of the pod alone then is a step back: no pod
+ * running and none counted yet, so 0 attempts and Pending (status.ts, downloadStep). A failed
+ * download pod still wakes: its termination message is the download's failure message.
+ */
+export const podWakes: Predicate = (change) =>
+  !(
+    change.type === "update" &&
+    change.object.metadata.labels?.[labels.component] === "download" &&
+    (change.object as { status?: { phase?: string } }).status?.phase === "Succeeded"
+  ) && podChanged(change);
 
 /**
  * The echoes of the operator's own child creates, which wake nobody. Every child the reconcile

@@ -12,7 +12,7 @@ import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
 import type { ModelClient } from "../../../src/operator/mlmodel/context.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
-import { rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
+import { countsSettleMs, rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
 import { jobWakes, OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
 import { childNames } from "../../../src/operator/names.ts";
 import { contentHash } from "../../../src/operator/plan.ts";
@@ -176,6 +176,48 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
     assert.deepEqual((await w.reconcile()).writes, ["applyStatus MLModel/resnet"]);
     assert.equal(w.lastStatus()?.phase, "Ready");
     assert.equal(w.lastStatus()?.observedGeneration, 2);
+  });
+
+  /** A new model's Deploying written (its hold over), then its pod created: a change of counts alone, held back. */
+  async function countsHeld(): Promise<{ w: World; rev: string }> {
+    const w = world(image("1"));
+    const rev = revisionOf(image("1"));
+    w.followHeldCounts = false;
+    w.tickMs = 0;
+    await w.reconcile();
+    w.settle();
+    w.now = new Date(w.now.getTime() + rolloutSettleMs);
+    assert.deepEqual(
+      (await w.reconcile()).writes,
+      ["applyStatus MLModel/resnet"],
+      "Deploying, the hold over",
+    );
+    w.settle();
+    w.put(builtinKinds.Pod, pod(`resnet-${rev}-0`, rev) as KubeObject);
+    const counted = await w.reconcile();
+    assert.deepEqual(counted.writes, []);
+    assert.deepEqual(counted.result, { requeueAfterMs: countsSettleMs });
+    return { w, rev };
+  }
+
+  it("a change of counts held back, then a status written at once: the counts' requeue is withdrawn", async () => {
+    const { w, rev } = await countsHeld();
+    // Rolled out before that time: Ready written at once, with the counts; nothing left to come back for.
+    rolledOut(w, rev);
+    const ready = await w.reconcile();
+    assert.deepEqual(ready.writes, ["applyStatus MLModel/resnet"]);
+    assert.equal(w.lastStatus()?.phase, "Ready");
+    assert.deepEqual(ready.result, { replacesRequeue: true });
+    w.settle();
+    assert.equal((await w.reconcile()).result, undefined, "no hold, nothing withdrawn");
+  });
+
+  it("a change of counts held back that went away: its requeue is withdrawn", async () => {
+    const { w, rev } = await countsHeld();
+    w.remove(builtinKinds.Pod, `resnet-${rev}-0`);
+    const back = await w.reconcile();
+    assert.deepEqual(back.writes, [], "the status already says it");
+    assert.deepEqual(back.result, { replacesRequeue: true });
   });
 
   it("a held model deleted: the hold forgotten and its requeue withdrawn", async () => {
@@ -462,7 +504,7 @@ describe("the download path's creates: their echoes wake nobody either", () => {
   const jobName = childNames.download("resnet", contentHash(downloaded("1")));
   const J = builtinKinds.Job;
 
-  it("a downloaded model's first reconcile: the claim's and the Job's echoes are dropped; the Job's first status update wakes", async () => {
+  it("a downloaded model's first reconcile: the claim's and the Job's echoes are dropped; the Job's first status update that is read wakes", async () => {
     const w = world(downloaded("1"));
     const own = new OwnWrites();
     w.own = own;
@@ -481,7 +523,7 @@ describe("the download path's creates: their echoes wake nobody either", () => {
     assert.deepEqual((await w.reconcile()).writes, []);
     const old = w.store(J).get({ namespace: "ml", name: jobName })!;
     w.update<KubeObject & V1Job>(J, jobName, (j) => {
-      j.status = { active: 1 };
+      j.status = { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] };
     });
     const object = w.store(J).get({ namespace: "ml", name: jobName })!;
     assert.equal(own.predicate(J)({ type: "update", object, old, initial: false }), true);

@@ -96,7 +96,7 @@ describe("what of a child wakes its model", () => {
     assert.equal(wakes(podWakes, otherReasons, ["status", "conditions"], [scheduled]), true);
   });
 
-  it("a Job: pod counts, uncounted pods and its end do; its ready count and start time do not", () => {
+  it("a Job: its ended pods' counts, failed uncounted pods and its end do; its active and ready counts, start and success criteria do not", () => {
     const job: Obj = {
       apiVersion: "batch/v1",
       kind: "Job",
@@ -105,16 +105,61 @@ describe("what of a child wakes its model", () => {
     };
     assert.equal(wakes(jobWakes, job, ["status", "ready"], 1), false);
     assert.equal(wakes(jobWakes, job, ["status", "startTime"], "t0"), false);
-    assert.equal(wakes(jobWakes, job, ["status", "uncountedTerminatedPods"], { succeeded: ["u"] }), true);
-    assert.equal(wakes(jobWakes, job, ["status", "active"], 0), true);
+    // Its start as the Job controller writes it: active 1, nothing uncounted yet.
     assert.equal(
-      wakes(jobWakes, job, ["status", "conditions"], [{ type: "Complete", status: "True" }]),
+      wakes(jobWakes, { ...job, status: {} }, ["status"], { active: 1, uncountedTerminatedPods: {} }),
+      false,
+    );
+    assert.equal(wakes(jobWakes, job, ["status", "active"], 0), false);
+    // A succeeded pod not counted yet, and the success criteria met: the Complete that follows wakes.
+    assert.equal(wakes(jobWakes, job, ["status", "uncountedTerminatedPods"], { succeeded: ["u"] }), false);
+    const met = { type: "SuccessCriteriaMet", status: "True", reason: "CompletionsReached" };
+    assert.equal(wakes(jobWakes, job, ["status", "conditions"], [met]), false);
+    assert.equal(wakes(jobWakes, job, ["status", "uncountedTerminatedPods"], { failed: ["u"] }), true);
+    assert.equal(wakes(jobWakes, job, ["status", "failed"], 1), true);
+    assert.equal(wakes(jobWakes, job, ["status", "succeeded"], 1), true);
+    assert.equal(
+      wakes(jobWakes, job, ["status", "conditions"], [met, { type: "Complete", status: "True" }]),
       true,
     );
+    const failed = { type: "Failed", status: "True", reason: "PodFailurePolicy", message: "m" };
+    assert.equal(wakes(jobWakes, job, ["status", "conditions"], [failed]), true);
     assert.equal(
       wakes(jobWakes, job, ["metadata", "annotations", "serving.mlmodel.dev/retry-key"], "x"),
       true,
     );
+  });
+
+  it("a download pod's success does not (its Job's Complete does); its failure and a server pod's end do", () => {
+    const download: Obj = {
+      ...pod,
+      metadata: {
+        name: "m-dl-0-x",
+        labels: {
+          "serving.mlmodel.dev/model": "m",
+          "app.kubernetes.io/component": "download",
+          "job-name": "m-dl-0",
+        },
+      },
+    };
+    const ended = (exitCode: number) => [
+      { name: "download", image: "i", ready: false, restartCount: 0, state: { terminated: { exitCode } } },
+    ];
+    const succeed = (p: Obj) => ({
+      ...p,
+      status: { ...(p.status as object), phase: "Succeeded", containerStatuses: ended(0) },
+    });
+    const fail = (p: Obj) => ({
+      ...p,
+      status: { ...(p.status as object), phase: "Failed", containerStatuses: ended(1) },
+    });
+    assert.equal(
+      podWakes({ type: "update", old: download, object: succeed(download), initial: false }),
+      false,
+    );
+    assert.equal(podWakes({ type: "update", old: download, object: fail(download), initial: false }), true);
+    assert.equal(podWakes({ type: "delete", object: succeed(download), initial: false }), true);
+    assert.equal(podWakes({ type: "update", old: pod, object: succeed(pod), initial: false }), true);
   });
 
   it("a Deployment: its rollout complete or not, its deadline, its spec (generation) and our annotations do; counts, conditions and others' annotations alone do not", () => {
@@ -174,7 +219,7 @@ describe("what of a child wakes its model", () => {
     assert.equal(wakes(statusWakes, hpa, ["status", "conditions", 0, "lastTransitionTime"], "t1"), false);
   });
 
-  it("a claim or a Service: its spec by value and a claim's phase do; its capacity alone does not", () => {
+  it("a claim or a Service: its spec by value and a claim's phase do; a claim's volume name and capacity alone do not", () => {
     const claim: Obj = {
       apiVersion: "v1",
       kind: "PersistentVolumeClaim",
@@ -184,6 +229,10 @@ describe("what of a child wakes its model", () => {
     };
     assert.equal(wakes(specWakes, claim, ["status", "capacity"], { storage: "1Gi" }), false);
     assert.equal(wakes(specWakes, claim, ["status", "phase"], "Bound"), true);
-    assert.equal(wakes(specWakes, claim, ["spec", "volumeName"], "pv"), true);
+    // Bound to a volume: its phase says it next.
+    assert.equal(wakes(specWakes, claim, ["spec", "volumeName"], "pv"), false);
+    assert.equal(wakes(specWakes, claim, ["spec", "resources", "requests", "storage"], "2Gi"), true);
+    const service: Obj = { apiVersion: "v1", kind: "Service", metadata: { name: "s" }, spec: {} };
+    assert.equal(wakes(specWakes, service, ["spec", "volumeName"], "x"), true, "a claim's alone");
   });
 });
