@@ -659,8 +659,7 @@ const memorySettleSeconds = 30;
  * garbage), and again `memorySettleSeconds` later.
  */
 async function memoryPoint(operator: OperatorProcess, cachedModels: number): Promise<MemoryPoint> {
-  const heap = async () => {
-    const samples = await operator.metrics();
+  const heap = (samples: Sample[]) => {
     const mib = (name: string) => round(total(samples, name) / 2 ** 20, 1)!;
     return {
       heapUsedMiB: mib("nodejs_heap_size_used_bytes"),
@@ -669,10 +668,12 @@ async function memoryPoint(operator: OperatorProcess, cachedModels: number): Pro
     };
   };
   await new Promise((r) => setTimeout(r, 5000));
-  const first = await heap();
+  const first = heap(await operator.metrics());
   const stats = operator.stats();
   await new Promise((r) => setTimeout(r, memorySettleSeconds * 1000));
-  const settled = { ...(await heap()), ...(await heapDetail(operator)) };
+  // One scrape for the settled reading and its detail.
+  const later = await operator.metrics();
+  const settled = { ...heap(later), ...heapDetail(later) };
   return {
     cachedModels,
     cpuSeconds: round(stats.cpuSeconds, 2)!,
@@ -685,10 +686,9 @@ async function memoryPoint(operator: OperatorProcess, cachedModels: number): Pro
 }
 
 /** Where the heap V8 keeps is, by space, and how many collections of each kind ran. */
-async function heapDetail(
-  operator: OperatorProcess,
-): Promise<Pick<Required<MemoryPoint>["settled"], "spaces" | "gcs" | "heapReclaims">> {
-  const samples = await operator.metrics();
+function heapDetail(
+  samples: readonly Sample[],
+): Pick<Required<MemoryPoint>["settled"], "spaces" | "gcs" | "heapReclaims"> {
   const mib = (bytes: number | undefined) => round((bytes ?? 0) / 2 ** 20, 1)!;
   const used = sumBy(samples, "nodejs_heap_space_size_used_bytes", "space");
   const held = sumBy(samples, "nodejs_heap_space_size_total_bytes", "space");
