@@ -441,6 +441,7 @@ export class Manager {
           ...this.#opts.watcher,
           clock: this.#clock,
           reachability: this.reachability,
+          onEvent: this.metrics.watchEventHook(id),
           onError: (err: unknown, state: { kind: string }, retryInMs: number) =>
             this.log.warn({ err, cache: id, state: state.kind, retryInMs }, "watch error; retrying"),
         },

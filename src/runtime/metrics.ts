@@ -117,6 +117,8 @@ export class RuntimeMetrics {
   readonly queueRetries: Counter<"name" | "controller">;
   readonly leaderStatus: Gauge<"name">;
   readonly restRequests: Counter<"code" | "method" | "verb">;
+  /** Events the caches' watches received, by cache and watch event type. */
+  readonly watchEvents: Counter<"cache" | "type">;
   /** The heap reclaimer's collections (heap-reclaim.ts) and the bytes they gave back. */
   readonly heapReclaims: Counter<never>;
   readonly heapReclaimedBytes: Counter<never>;
@@ -197,6 +199,11 @@ export class RuntimeMetrics {
       "Number of HTTP requests, partitioned by status code, method and verb",
       ["code", "method", "verb"],
     );
+    this.watchEvents = counter(
+      "watch_events_total",
+      "Watch events received, partitioned by cache (kind and scope) and type (ADDED, MODIFIED, DELETED, BOOKMARK)",
+      ["cache", "type"],
+    );
     this.heapReclaims = counter("heap_reclaims_total", "Compacting collections run once work was quiet", []);
     this.heapReclaimedBytes = counter(
       "heap_reclaimed_bytes_total",
@@ -228,6 +235,22 @@ export class RuntimeMetrics {
       queueDuration: (s) => this.queueDuration.observe(labels, s),
       workDuration: (s) => this.workDuration.observe(labels, s),
       retry: () => this.queueRetries.inc(labels),
+    };
+  }
+
+  /**
+   * A watcher's onEvent hook for one cache. Each type's child series is looked up once: this
+   * runs for every event of a busy watch.
+   */
+  watchEventHook(cache: string): (type: string) => void {
+    const byType = new Map<string, { inc(): void }>();
+    return (type) => {
+      let series = byType.get(type);
+      if (!series) {
+        series = this.watchEvents.labels({ cache, type });
+        byType.set(type, series);
+      }
+      series.inc();
     };
   }
 

@@ -93,6 +93,8 @@ export interface WatcherOptions {
   inactivityTimeoutMs?: number;
   /** Told about every error and the state it happened in (for logs and metrics). */
   onError?: (err: unknown, state: WatcherState, retryInMs: number) => void;
+  /** Told about every watch event received, bookmarks included, with its type (for metrics). */
+  onEvent?: (type: string) => void;
   /** Told about every state change (for tests and debug logs). */
   onState?: (state: WatcherState) => void;
   /**
@@ -177,6 +179,7 @@ export async function* watcher<T extends KubeObject>(
               resetBackoff();
               answered();
               received++;
+              opts.onEvent?.(event.type);
               rv = event.object.metadata?.resourceVersion ?? rv;
               if (event.type === "ADDED" || event.type === "MODIFIED")
                 yield { type: "apply", object: event.object };

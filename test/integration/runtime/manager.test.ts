@@ -150,6 +150,7 @@ describe("Manager (real control plane)", () => {
       "heap_reclaims_total ",
       'rest_client_requests_total{code="200",method="GET",verb="list"}',
       'rest_client_requests_total{code="404",method="GET",verb="list"}',
+      'watch_events_total{cache="ConfigMap",type="ADDED"}',
     ]) {
       assert.ok(metrics.includes(name), `/metrics has ${name}`);
     }

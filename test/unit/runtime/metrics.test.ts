@@ -88,6 +88,7 @@ const exposedFamilies = [
   "workqueue_retries_total counter",
   "leader_election_master_status gauge",
   "rest_client_requests_total counter",
+  "watch_events_total counter",
   "heap_reclaims_total counter",
   "heap_reclaimed_bytes_total counter",
 ];
@@ -105,6 +106,7 @@ async function runtimeExposition(): Promise<string> {
   m.reconcileTime.observe({ controller: "mlmodel" }, 0.01);
   m.leaderStatus.set({ name: "lease" }, 1);
   m.recordRequest({ code: 200, method: "GET", verb: "list" });
+  m.watchEventHook("ConfigMap")("ADDED");
   return m.registry.metrics();
 }
 
@@ -145,6 +147,23 @@ describe("RuntimeMetrics exposition", () => {
     assert.deepEqual(labels.get("workqueue_queue_duration_seconds"), ["controller", "name"]);
     assert.deepEqual(labels.get("leader_election_master_status"), ["name"]);
     assert.deepEqual(labels.get("rest_client_requests_total"), ["code", "method", "verb"]);
+    assert.deepEqual(labels.get("watch_events_total"), ["cache", "type"]);
+  });
+
+  it("counts each cache's watch events by type", async () => {
+    const m = new RuntimeMetrics({ defaultMetrics: false });
+    const pods = m.watchEventHook("Pod");
+    const models = m.watchEventHook("MLModel.serving.mlmodel.dev");
+    for (const type of ["ADDED", "MODIFIED", "MODIFIED", "BOOKMARK"]) pods(type);
+    models("DELETED");
+    const text = await m.registry.metrics();
+    const lines = text.split("\n").filter((l) => l.startsWith("watch_events_total{"));
+    assert.deepEqual(lines.sort(), [
+      'watch_events_total{cache="MLModel.serving.mlmodel.dev",type="DELETED"} 1',
+      'watch_events_total{cache="Pod",type="ADDED"} 1',
+      'watch_events_total{cache="Pod",type="BOOKMARK"} 1',
+      'watch_events_total{cache="Pod",type="MODIFIED"} 2',
+    ]);
   });
 
   it("counts this process's CPU time, the total being user plus system", async () => {

@@ -132,9 +132,20 @@ describe("watcher", () => {
       ],
     );
     const ac = new AbortController();
-    const events = await take(watcher(source, { signal: ac.signal, clock, backoff: noJitter() }), 5, clock);
+    const types: string[] = [];
+    const onEvent = (type: string) => types.push(type);
+    const events = await take(
+      watcher(source, { signal: ac.signal, clock, backoff: noJitter(), onEvent }),
+      5,
+      clock,
+    );
     ac.abort();
     assert.deepEqual(events, ["init", "initDone@5", "apply:a@6", "apply:a@12", "delete:a@13"]);
+    assert.deepEqual(
+      types,
+      ["ADDED", "BOOKMARK", "MODIFIED", "DELETED"],
+      "onEvent: every watch event, bookmarks too",
+    );
     assert.deepEqual(
       calls.watches.map((w) => w.resourceVersion),
       ["5", "9", "12", "12"],
