@@ -64,11 +64,21 @@ export interface ConvergeResult {
   requestsPerModel: number;
   requestsPerModelByVerb: Record<string, number>;
   reconcilesPerModel: number;
+  /**
+   * Watch events the operator's caches received per model, by cache (its watch_events_total,
+   * bookmarks left out): with requests and reconciles, the work the CPU per model pays for.
+   */
+  watchEventsPerModel: Record<string, number>;
+  watchEventsPerModelTotal: number;
   /** Audit-logged writes from the first create until the last model was Ready. */
   auditWritesPerModel?: Record<string, number>;
   auditWritesPerModelTotal?: number;
   cpuSeconds: number;
-  /** Operator user+system CPU per model, in ms (robust to machine load, unlike seconds). */
+  /**
+   * Operator user+system CPU per model, in ms. Steadier than seconds, but not a constant of the
+   * code: on this 2-core machine it moved from 5.5 to 9.5 ms for the same code, events and
+   * requests as the machine slowed (bench/README.md, phase I). Compare alternated runs.
+   */
   cpuMsPerModel: number;
   peakRssMiB: number;
   /** When the last model turned Ready (epoch ms): the start of the settle and steady windows. */
@@ -357,6 +367,15 @@ function requestsByVerb(samples: Sample[]): Record<string, number> {
   return sumBy(samples, "rest_client_requests_total", "verb");
 }
 
+/** Watch events by cache, bookmarks (the server's keep-alives, not work) left out. */
+function watchEventsByCache(samples: Sample[]): Record<string, number> {
+  return sumBy(
+    samples.filter((s) => s.labels["type"] !== "BOOKMARK"),
+    "watch_events_total",
+    "cache",
+  );
+}
+
 const liveness = (n: number) => 300_000 + n * 1_000;
 
 /**
@@ -389,6 +408,7 @@ async function converge(
   const after = await operator.metrics();
   const stats = operator.stats();
   const byVerb = diff(requestsByVerb(after), requestsByVerb(before));
+  const events = diff(watchEventsByCache(after), watchEventsByCache(before));
   const reconciles =
     total(after, "controller_runtime_reconcile_total") - total(before, "controller_runtime_reconcile_total");
   const writes: AuditWrites | undefined = cluster.auditLog
@@ -402,6 +422,8 @@ async function converge(
     requestsPerModel: round(Object.values(byVerb).reduce((a, b) => a + b, 0) / n)!,
     requestsPerModelByVerb: perModel(byVerb, n),
     reconcilesPerModel: round(reconciles / n)!,
+    watchEventsPerModel: perModel(events, n),
+    watchEventsPerModelTotal: round(Object.values(events).reduce((a, b) => a + b, 0) / n)!,
     ...(writes
       ? {
           auditWritesPerModel: perModel(writes.byVerbResource, n),

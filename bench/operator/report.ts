@@ -143,6 +143,10 @@ export function summary(r: OperatorBenchResult): string {
         `${c.requestsPerModel} requests/model ${JSON.stringify(c.requestsPerModelByVerb)}; ${c.reconcilesPerModel} reconciles/model; ` +
         `CPU ${c.cpuSeconds}s (${c.cpuMsPerModel} ms/model); peak RSS ${c.peakRssMiB} MiB; load average ${c.loadAverage} at the end`,
     );
+  if (c)
+    lines.push(
+      `  watch events/model received by the operator: ${c.watchEventsPerModelTotal} ${JSON.stringify(c.watchEventsPerModel)}`,
+    );
   if (c?.auditWritesPerModel)
     lines.push(
       `  audit-logged writes/model until the last Ready: ${c.auditWritesPerModelTotal} ${JSON.stringify(c.auditWritesPerModel)}`,

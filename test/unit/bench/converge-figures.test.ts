@@ -9,6 +9,8 @@ it("a converge's figures are one JSON line with everything but the per-model lat
     requestsPerModel: 5,
     requestsPerModelByVerb: { apply: 5 },
     reconcilesPerModel: 2,
+    watchEventsPerModel: { Pod: 3, "Deployment.apps": 3.1 },
+    watchEventsPerModelTotal: 6.1,
     auditWritesPerModelTotal: 5.11,
     cpuSeconds: 120,
     cpuMsPerModel: 12,

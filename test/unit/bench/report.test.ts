@@ -43,6 +43,8 @@ const result: OperatorBenchResult = {
     requestsPerModel: 6,
     requestsPerModelByVerb: { apply: 4, create: 2 },
     reconcilesPerModel: 2,
+    watchEventsPerModel: { Pod: 3, "MLModel.serving.mlmodel.dev": 2 },
+    watchEventsPerModelTotal: 5,
     cpuSeconds: 1,
     cpuMsPerModel: 333.3,
     peakRssMiB: 150,
@@ -66,6 +68,13 @@ describe("bench report", () => {
     ]);
     assert.equal((parsed.converge as Record<string, unknown>).latencies, undefined);
     assert.equal((parsed.converge as Record<string, unknown>).reconcilesPerModel, 2);
+  });
+
+  it("says in the summary how many watch events per model the operator received, by cache", () => {
+    assert.match(
+      summary(result),
+      /watch events\/model received by the operator: 5 \{"Pod":3,"MLModel.serving.mlmodel.dev":2\}/,
+    );
   });
 
   it("draws the ready curve from 0 to 100 % at the slowest model", () => {
