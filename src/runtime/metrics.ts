@@ -201,7 +201,7 @@ export class RuntimeMetrics {
     );
     this.watchEvents = counter(
       "watch_events_total",
-      "Watch events received, partitioned by cache (kind and scope) and type (ADDED, MODIFIED, DELETED, BOOKMARK)",
+      "Watch events received, partitioned by cache (its kind) and type (ADDED, MODIFIED, DELETED, BOOKMARK)",
       ["cache", "type"],
     );
     this.heapReclaims = counter("heap_reclaims_total", "Compacting collections run once work was quiet", []);
