@@ -363,6 +363,11 @@ function perModel(counts: Record<string, number>, n: number): Record<string, num
   return Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, round(v / n, 2) ?? 0]));
 }
 
+/** All of `counts` together, per model. */
+function totalPerModel(counts: Record<string, number>, n: number): number {
+  return round(Object.values(counts).reduce((a, b) => a + b, 0) / n)!;
+}
+
 function requestsByVerb(samples: Sample[]): Record<string, number> {
   return sumBy(samples, "rest_client_requests_total", "verb");
 }
@@ -419,11 +424,11 @@ async function converge(
   return {
     seconds: round(elapsed)!,
     latency: percentiles(latencies),
-    requestsPerModel: round(Object.values(byVerb).reduce((a, b) => a + b, 0) / n)!,
+    requestsPerModel: totalPerModel(byVerb, n),
     requestsPerModelByVerb: perModel(byVerb, n),
     reconcilesPerModel: round(reconciles / n)!,
     watchEventsPerModel: perModel(events, n),
-    watchEventsPerModelTotal: round(Object.values(events).reduce((a, b) => a + b, 0) / n)!,
+    watchEventsPerModelTotal: totalPerModel(events, n),
     ...(writes
       ? {
           auditWritesPerModel: perModel(writes.byVerbResource, n),
