@@ -91,6 +91,21 @@ describe("failure modes and recovery", { concurrency: true }, () => {
     await assertServing("dl");
   });
 
+  it("a download pod that cannot pull its image: Failed/ImagePullBackOff, though download pods are not watched; a new URI recovers", async () => {
+    // The marker in the model URI reaches the download container's args, which kwok's stage
+    // reads. The operator sees the pod only by listing it while its Job has no pod ready.
+    volumes.push(await provideVolume(admin, ns.name, "dlpull-model"));
+    await create("dlpull", {
+      model: { uri: "https://models.example.com/simulate-image-pull-error/m.tgz", format: "tensorflow" },
+    });
+    const m = await waitForPhase(admin, ns.name, "dlpull", "Failed", "ImagePullBackOff");
+    assert.match(m.status?.message ?? "", /^download: pod dlpull-\S+: cannot pull image/);
+    assert.equal(m.status?.download?.attempts, 0, "a pod that never started is no attempt");
+    await assertWarning("dlpull", "ImagePullBackOff");
+    await patch("dlpull", { spec: { model: { uri: "https://models.example.com/good/m.tgz" } } });
+    await assertServing("dlpull");
+  });
+
   it("crash loop: Failed/CrashLoopBackOff; a working image recovers", async () => {
     await create("crash", {
       image: "registry.example.com/simulate-crash-loop:1",
