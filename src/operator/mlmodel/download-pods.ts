@@ -16,10 +16,22 @@ import { labels } from "../names.ts";
 import { jobEnd, jobState } from "../status.ts";
 import type { ModelClient } from "./context.ts";
 
-/** Whether the status needs the Job's pods: it failed, or it runs with no pod ready yet. */
+/** Whether the status needs the Job's pods: it failed, or it runs with no pod ready (waitsForPod). */
 export function needsItsPods(job: V1Job): boolean {
-  const state = jobState(job);
-  return state === "Failed" || (state === "Active" && (job.status?.ready ?? 0) === 0);
+  return jobState(job) === "Failed" || waitsForPod(job);
+}
+
+/**
+ * A Job not ended, with no pod ready and none succeeded: its pod may be stuck, which only the
+ * pod shows. Not once a pod succeeded (counted, or not yet: uncountedTerminatedPods): its
+ * Complete follows, and that one pod ending is why none is ready any more. (A cluster whose
+ * Jobs do not count ready pods, before Kubernetes 1.24, has its running downloads looked at
+ * too: the same status, at the cost of a list each time.)
+ */
+function waitsForPod(job: V1Job): boolean {
+  const s = job.status;
+  const succeeded = (s?.succeeded ?? 0) + (s?.uncountedTerminatedPods?.succeeded?.length ?? 0);
+  return jobState(job) === "Active" && (s?.ready ?? 0) === 0 && succeeded === 0;
 }
 
 /** The download pods of `model` (every Job's) when one of `jobs` needs them; else none, unread. */
@@ -49,7 +61,7 @@ export const lookAgainBoundsMs = { min: 5_000, max: 60_000 } as const;
  * models at once) costs one list a minute, not one every 5 s. Undefined for any other Job.
  */
 export function lookAgainMs(job: V1Job | undefined, now: string): number | undefined {
-  if (!job || jobState(job) !== "Active" || (job.status?.ready ?? 0) > 0) return undefined;
+  if (!job || !waitsForPod(job)) return undefined;
   const age = Date.parse(now) - Date.parse(String(job.metadata?.creationTimestamp ?? ""));
   if (Number.isNaN(age)) return lookAgainBoundsMs.min;
   return Math.min(lookAgainBoundsMs.max, Math.max(lookAgainBoundsMs.min, Math.round(age / 4)));
@@ -57,12 +69,12 @@ export function lookAgainMs(job: V1Job | undefined, now: string): number | undef
 
 /**
  * Whether a look that lookAgainMs asked for may still be pending, though it would read nothing
- * new: the Job has a pod ready now, or ended within the longest wait. The reconcile that sees
- * this withdraws it (reconcile.ts, replacesRequeue).
+ * new: the Job has a pod ready or succeeded now, or ended within the longest wait. The
+ * reconcile that sees this withdraws it (reconcile.ts, replacesRequeue).
  */
 export function lookNoLongerNeeded(job: V1Job | undefined, now: string): boolean {
   if (!job) return false;
-  if (jobState(job) === "Active") return (job.status?.ready ?? 0) > 0;
+  if (jobState(job) === "Active") return !waitsForPod(job);
   const ended = Date.parse(String(jobEnd(job)?.lastTransitionTime ?? ""));
   return Date.parse(now) - ended < lookAgainBoundsMs.max;
 }

@@ -25,6 +25,14 @@ describe("download pods: read only while the Job needs them", () => {
     assert.equal(needsItsPods(job({})), true, "just created");
     assert.equal(needsItsPods(job({ active: 1, ready: 0 })), true);
     assert.equal(needsItsPods(job({ active: 1, ready: 1 })), false);
+    // Its pod succeeded, the Complete not written yet: nothing to explain.
+    assert.equal(
+      needsItsPods(job({ active: 0, ready: 0, uncountedTerminatedPods: { succeeded: ["u"] } })),
+      false,
+    );
+    assert.equal(needsItsPods(job({ active: 0, ready: 0, succeeded: 1 })), false);
+    // A retry after a failed pod waits for its pod again.
+    assert.equal(needsItsPods(job({ active: 1, ready: 0, failed: 1 })), true);
     assert.equal(needsItsPods(job({ failed: 1, ...ended("Failed", now) })), true);
     assert.equal(needsItsPods(job({ succeeded: 1, ...ended("Complete", now) })), false);
   });
@@ -57,6 +65,7 @@ describe("download pods: read only while the Job needs them", () => {
     assert.equal(lookAgainMs(job({ active: 1 }, minutesAgo(9)), now), lookAgainBoundsMs.max);
     assert.equal(lookAgainMs(job({ active: 1 }, "not a time"), now), lookAgainBoundsMs.min);
     assert.equal(lookAgainMs(job({ active: 1, ready: 1 }), now), undefined);
+    assert.equal(lookAgainMs(job({ succeeded: 1 }), now), undefined, "its Complete follows");
     assert.equal(lookAgainMs(job({ failed: 1, ...ended("Failed", now) }), now), undefined);
     assert.equal(lookAgainMs(undefined, now), undefined);
   });
@@ -64,6 +73,10 @@ describe("download pods: read only while the Job needs them", () => {
   it("a look asked for is withdrawn once the Job has a pod ready or ended within the longest wait", () => {
     assert.equal(lookNoLongerNeeded(job({ active: 1, ready: 1 }), now), true);
     assert.equal(lookNoLongerNeeded(job({ active: 1, ready: 0 }), now), false);
+    assert.equal(
+      lookNoLongerNeeded(job({ ready: 0, uncountedTerminatedPods: { succeeded: ["u"] } }), now),
+      true,
+    );
     assert.equal(lookNoLongerNeeded(job(ended("Complete", minutesAgo(0.5))), now), true);
     assert.equal(lookNoLongerNeeded(job(ended("Failed", minutesAgo(0.5))), now), true);
     assert.equal(lookNoLongerNeeded(job(ended("Complete", minutesAgo(5))), now), false, "long over");
