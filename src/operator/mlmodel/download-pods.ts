@@ -34,14 +34,19 @@ function waitsForPod(job: V1Job): boolean {
   return jobState(job) === "Active" && (s?.ready ?? 0) === 0 && succeeded === 0;
 }
 
-/** The download pods of `model` (every Job's) when one of `jobs` needs them; else none, unread. */
+/**
+ * The download pods of `model` (every download Job's) when one of its download Jobs needs
+ * them; else none, unread. `jobs` are all the model's Jobs: a prune Job's pods (prune.ts) are
+ * serving-cache pods, never read here.
+ */
 export async function readDownloadPods(
   client: Pick<ModelClient, "list">,
   model: { namespace: string; name: string },
   jobs: readonly V1Job[],
   signal: AbortSignal,
 ): Promise<readonly V1Pod[]> {
-  if (!jobs.some(needsItsPods)) return [];
+  const downloads = jobs.filter((j) => j.metadata?.labels?.[labels.component] === "download");
+  if (!downloads.some(needsItsPods)) return [];
   const { items } = await client.list<KubeObject & V1Pod>(builtinKinds.Pod, {
     namespace: model.namespace,
     labelSelector: `${labels.model}=${model.name},${labels.component}=download`,

@@ -12,8 +12,12 @@ import type { ListOptions, ResourceKind } from "../../../src/runtime/index.ts";
 
 const now = "2026-01-01T00:10:00Z";
 const minutesAgo = (m: number) => new Date(Date.parse(now) - m * 60_000).toISOString();
-const job = (status: V1Job["status"], created = minutesAgo(0)): V1Job => ({
-  metadata: { name: "m-dl", creationTimestamp: created as unknown as Date },
+const job = (status: V1Job["status"], created = minutesAgo(0), component = "download"): V1Job => ({
+  metadata: {
+    name: `m-${component}`,
+    creationTimestamp: created as unknown as Date,
+    labels: { "app.kubernetes.io/component": component },
+  },
   status,
 });
 const ended = (type: "Complete" | "Failed", at: string) => ({
@@ -50,7 +54,9 @@ describe("download pods: read only while the Job needs them", () => {
     const running = job({ active: 1, ready: 1 });
     assert.deepEqual(await readDownloadPods(client, model, [running], signal), []);
     assert.deepEqual(await readDownloadPods(client, model, [], signal), []);
-    assert.deepEqual(lists, [], "nothing to explain: no request");
+    const pruning = job({ active: 1, ready: 0 }, minutesAgo(0), "prune");
+    assert.deepEqual(await readDownloadPods(client, model, [running, pruning], signal), []);
+    assert.deepEqual(lists, [], "nothing to explain (a prune Job's pods are not download pods): no request");
     const pods = await readDownloadPods(client, model, [running, job({ active: 1 })], signal);
     assert.deepEqual(
       pods.map((p) => p.metadata?.name),

@@ -427,7 +427,9 @@ describe("reconcileMLModel: the writes of each situation", () => {
       [`delete ControllerRevision/resnet-${revisionOf(limited("1"))}`, `delete Job/${jobOf(limited("1"))}`],
       "the prune Job's create wakes nobody (OwnWrites); the deletes do",
     );
+    w.client.lists.length = 0;
     assert.deepEqual(await step(w), [], "the prune Job is created once");
+    assert.deepEqual(w.client.lists, [], "a running prune Job is no download: no pod is listed");
   });
 
   it("an update within the history limit keeps every version on storage: the old Job goes, no prune Job", async () => {
