@@ -16,9 +16,21 @@ import { labels } from "../names.ts";
 import { jobEnd, jobState } from "../status.ts";
 import type { ModelClient } from "./context.ts";
 
-/** Whether the status needs the Job's pods: it failed, or it runs with no pod ready (waitsForPod). */
-export function needsItsPods(job: V1Job): boolean {
-  return jobState(job) === "Failed" || waitsForPod(job);
+/**
+ * Whether the status needs the Job's pods: it failed, or it runs with no pod ready
+ * (waitsForPod) and is at least as old as the first look. A younger one's pod has hardly had
+ * time to show a problem, and that look comes (lookAgainMs): so the reconciles right after the
+ * Job's create make no list (its echo wakes the model when it comes before the create's
+ * answer, wakes.ts: 1 list per model of an update wave, when each was read).
+ */
+export function needsItsPods(job: V1Job, now: string): boolean {
+  if (jobState(job) === "Failed") return true;
+  return waitsForPod(job) && !(ageMs(job, now) < lookAgainBoundsMs.min);
+}
+
+/** Since the Job was created; NaN when it says no time. */
+function ageMs(job: V1Job, now: string): number {
+  return Date.parse(now) - Date.parse(String(job.metadata?.creationTimestamp ?? ""));
 }
 
 /**
@@ -43,10 +55,11 @@ export async function readDownloadPods(
   client: Pick<ModelClient, "list">,
   model: { namespace: string; name: string },
   jobs: readonly V1Job[],
+  now: string,
   signal: AbortSignal,
 ): Promise<readonly V1Pod[]> {
   const downloads = jobs.filter((j) => j.metadata?.labels?.[labels.component] === "download");
-  if (!downloads.some(needsItsPods)) return [];
+  if (!downloads.some((job) => needsItsPods(job, now))) return [];
   const { items } = await client.list<KubeObject & V1Pod>(builtinKinds.Pod, {
     namespace: model.namespace,
     labelSelector: `${labels.model}=${model.name},${labels.component}=download`,
@@ -67,7 +80,7 @@ export const lookAgainBoundsMs = { min: 5_000, max: 60_000 } as const;
  */
 export function lookAgainMs(job: V1Job | undefined, now: string): number | undefined {
   if (!job || !waitsForPod(job)) return undefined;
-  const age = Date.parse(now) - Date.parse(String(job.metadata?.creationTimestamp ?? ""));
+  const age = ageMs(job, now);
   if (Number.isNaN(age)) return lookAgainBoundsMs.min;
   return Math.min(lookAgainBoundsMs.max, Math.max(lookAgainBoundsMs.min, Math.round(age / 4)));
 }

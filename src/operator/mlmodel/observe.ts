@@ -124,6 +124,7 @@ export async function observe(
       ctx.client,
       { namespace: ns, name: model.metadata.name! },
       children.jobs,
+      now.toISOString(),
       ctx.signal,
     ),
     canary: observeCanary(ctx, model),

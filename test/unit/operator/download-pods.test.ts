@@ -26,19 +26,21 @@ const ended = (type: "Complete" | "Failed", at: string) => ({
 
 describe("download pods: read only while the Job needs them", () => {
   it("a Job with no pod ready, or failed, needs its pods; one that runs a ready pod or completed does not", () => {
-    assert.equal(needsItsPods(job({})), true, "just created");
-    assert.equal(needsItsPods(job({ active: 1, ready: 0 })), true);
-    assert.equal(needsItsPods(job({ active: 1, ready: 1 })), false);
+    const needs = (status: V1Job["status"], created = minutesAgo(1)) =>
+      needsItsPods(job(status, created), now);
+    assert.equal(needs({}), true, "a minute old, its pod not started");
+    assert.equal(needs({}, minutesAgo(0)), false, "just created: the first look comes in 5 s");
+    assert.equal(needs({}, minutesAgo(5 / 60)), true, "5 s old");
+    assert.equal(needs({}, "not a time"), true);
+    assert.equal(needs({ active: 1, ready: 0 }), true);
+    assert.equal(needs({ active: 1, ready: 1 }), false);
     // Its pod succeeded, the Complete not written yet: nothing to explain.
-    assert.equal(
-      needsItsPods(job({ active: 0, ready: 0, uncountedTerminatedPods: { succeeded: ["u"] } })),
-      false,
-    );
-    assert.equal(needsItsPods(job({ active: 0, ready: 0, succeeded: 1 })), false);
+    assert.equal(needs({ active: 0, ready: 0, uncountedTerminatedPods: { succeeded: ["u"] } }), false);
+    assert.equal(needs({ active: 0, ready: 0, succeeded: 1 }), false);
     // A retry after a failed pod waits for its pod again.
-    assert.equal(needsItsPods(job({ active: 1, ready: 0, failed: 1 })), true);
-    assert.equal(needsItsPods(job({ failed: 1, ...ended("Failed", now) })), true);
-    assert.equal(needsItsPods(job({ succeeded: 1, ...ended("Complete", now) })), false);
+    assert.equal(needs({ active: 1, ready: 0, failed: 1 }), true);
+    assert.equal(needs({ failed: 1, ...ended("Failed", now) }), true);
+    assert.equal(needs({ succeeded: 1, ...ended("Complete", now) }), false);
   });
 
   it("lists the model's download pods once, and only when one of its Jobs needs them", async () => {
@@ -52,12 +54,25 @@ describe("download pods: read only while the Job needs them", () => {
     const model = { namespace: "ml", name: "m" };
     const signal = new AbortController().signal;
     const running = job({ active: 1, ready: 1 });
-    assert.deepEqual(await readDownloadPods(client, model, [running], signal), []);
-    assert.deepEqual(await readDownloadPods(client, model, [], signal), []);
-    const pruning = job({ active: 1, ready: 0 }, minutesAgo(0), "prune");
-    assert.deepEqual(await readDownloadPods(client, model, [running, pruning], signal), []);
-    assert.deepEqual(lists, [], "nothing to explain (a prune Job's pods are not download pods): no request");
-    const pods = await readDownloadPods(client, model, [running, job({ active: 1 })], signal);
+    assert.deepEqual(await readDownloadPods(client, model, [running], now, signal), []);
+    assert.deepEqual(await readDownloadPods(client, model, [], now, signal), []);
+    const pruning = job({ active: 1, ready: 0 }, minutesAgo(1), "prune");
+    assert.deepEqual(
+      await readDownloadPods(client, model, [running, pruning, job({ active: 1 })], now, signal),
+      [],
+    );
+    assert.deepEqual(
+      lists,
+      [],
+      "nothing to explain (a prune Job's pods are not download pods; a new Job waits for its look): no request",
+    );
+    const pods = await readDownloadPods(
+      client,
+      model,
+      [running, job({ active: 1 }, minutesAgo(1))],
+      now,
+      signal,
+    );
     assert.deepEqual(
       pods.map((p) => p.metadata?.name),
       ["m-dl-0"],
