@@ -255,7 +255,7 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.equal(w.lastStatus()?.phase, "Downloading");
   });
 
-  it("a download pod waiting for the new claim's volume: Downloading, looked at again while it waits, Unschedulable once the grace ends", async () => {
+  it("a download pod waiting for the new claim's volume: Downloading, looked at again when the grace ends (the claim's binding wakes it before), then Unschedulable", async () => {
     const w = world(v1);
     await step(w);
     w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
@@ -277,8 +277,8 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.match(w.lastStatus()?.message ?? "", /waits for its volume \(claim resnet-model\)/);
     assert.deepEqual(
       waiting.result,
-      { requeueAfterMs: lookAgainBoundsMs.min },
-      "looked at again before the grace ends (300 s): the Job has no pod ready",
+      { requeueAfterMs: 300_100 },
+      "looked at again when the grace ends: the claim's binding would wake it before",
     );
     assert.deepEqual(w.client.lists, [`Pod ${labels.model}=resnet,${labels.component}=download`]);
     assert.equal(w.events.length, 0, "the normal wait for a volume is no problem");
@@ -295,6 +295,31 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.deepEqual(
       w.events.map((e) => `${e.type} ${e.reason}`),
       ["Warning Unschedulable"],
+    );
+  });
+
+  it("once the claim is bound, a download pod still showing the scheduler's old verdict is looked at again within seconds", async () => {
+    const w = world(v1);
+    await step(w);
+    w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
+      c.metadata.creationTimestamp = w.now.toISOString();
+      (c as { status?: unknown }).status = { phase: "Bound" };
+    });
+    setJob(w, jobOf(v1), { active: 1 });
+    const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
+    w.put(builtinKinds.Pod, {
+      ...pod("resnet-dl-0", "", { unschedulable: unbound }),
+      metadata: {
+        name: "resnet-dl-0",
+        labels: { [labels.model]: "resnet", [labels.component]: "download", "job-name": jobOf(v1) },
+      },
+    } as KubeObject);
+    const bound = await w.reconcile();
+    assert.equal(w.lastStatus()?.reason, "Downloading");
+    assert.deepEqual(
+      bound.result,
+      { requeueAfterMs: lookAgainBoundsMs.min },
+      "no event would say what the pod does next",
     );
   });
 
