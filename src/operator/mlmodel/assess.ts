@@ -12,7 +12,7 @@ import { failureToRecord, withRollback } from "../rollback.ts";
 import { claimBinding, computeStatus, type Observed } from "../status.ts";
 import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
-import { lookAgainMs } from "./download-pods.ts";
+import { lookAgainMs, lookWhileClaimPendingMs } from "./download-pods.ts";
 import type { Observation } from "./observe.ts";
 import type { Synced } from "./sync.ts";
 
@@ -29,15 +29,21 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   // period; if nothing else wakes the model by then, look again so a claim that never binds
   // is reported (no watch event would bring the end of a grace period). And a download Job
   // with no pod ready yet is looked at again: its pods are not watched (download-pods.ts), so
-  // no event would say that one cannot pull its image or be scheduled. But not while its pod
-  // waits for the claim to bind: the claim is watched, and its binding wakes the model. (Looked
-  // at every 5 s instead, 300 download pods waiting 40 s for their volumes cost 5 more
-  // reconciles per model, bench/README.md phase J.)
+  // no event would say that one cannot pull its image or be scheduled. But seldom while the
+  // claim is not bound: the claim is watched, and its binding wakes the model; not at all while
+  // the pod says it waits for that binding (claimBinding). Looked at every 5 s instead, 300
+  // download pods waiting for their volumes cost up to 5 more reconciles per model
+  // (bench/README.md phase J).
   const graceLeft = claimBinding(observed);
-  const waitsForClaim = graceLeft !== undefined && observed.storage?.status?.phase !== "Bound";
+  const claimBound = observed.storage?.status?.phase === "Bound";
+  const look = lookAgainMs(s.job, o.now);
   const lookAgain = earliest(
     graceLeft === undefined ? undefined : graceLeft + 100,
-    waitsForClaim ? undefined : lookAgainMs(s.job, o.now),
+    claimBound || look === undefined
+      ? look
+      : graceLeft === undefined
+        ? Math.max(look, lookWhileClaimPendingMs)
+        : undefined,
   );
   if (lookAgain === undefined) return assessed;
   return { ...assessed, requeueAfterMs: earliest(assessed.requeueAfterMs, lookAgain) };

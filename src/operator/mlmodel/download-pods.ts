@@ -73,6 +73,13 @@ export async function readDownloadPods(
 export const lookAgainBoundsMs = { min: 5_000, max: 60_000 } as const;
 
 /**
+ * The shortest wait while the model's claim is not bound (mlmodel/assess.ts): its binding
+ * wakes the model, so a look is needed only for a pod that cannot be scheduled for another
+ * reason (with WaitForFirstConsumer storage the claim binds only once the pod is scheduled).
+ */
+export const lookWhileClaimPendingMs = 30_000;
+
+/**
  * When to look again at a Job that runs with no pod ready: after a quarter of its age, between
  * 5 s and 60 s. A pod that cannot pull its image is reported within seconds of the kubelet
  * saying so while the Job is new, and a Job stuck for long (a volume that never comes, 1,000

@@ -27,7 +27,7 @@ import {
 } from "../../../src/operator/mlmodel/context.ts";
 import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
-import { lookAgainBoundsMs } from "../../../src/operator/mlmodel/download-pods.ts";
+import { lookAgainBoundsMs, lookWhileClaimPendingMs } from "../../../src/operator/mlmodel/download-pods.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
 import { countsSettleMs, downloadCountsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
@@ -147,8 +147,8 @@ describe("reconcileMLModel: the writes of each situation", () => {
     ]);
     assert.deepEqual(
       result,
-      { requeueAfterMs: lookAgainBoundsMs.min },
-      "a Job with no pod ready is looked at again: its pods are not watched",
+      { requeueAfterMs: lookWhileClaimPendingMs },
+      "a Job with no pod ready is looked at again (its pods are not watched), seldom while the claim is not bound (its binding wakes the model)",
     );
     assert.deepEqual(w.client.lists, [], "no Job yet: no pod to read");
     const forced = w.client.writes.filter((x) => x.force).map(line);
@@ -245,7 +245,11 @@ describe("reconcileMLModel: the writes of each situation", () => {
       `apply Job/${jobOf(v2)}`,
       "applyStatus MLModel/resnet",
     ]);
-    assert.deepEqual(result, { requeueAfterMs: lookAgainBoundsMs.min }, "the new Job has no pod ready yet");
+    assert.deepEqual(
+      result,
+      { requeueAfterMs: lookWhileClaimPendingMs },
+      "the new Job has no pod ready yet (and the test's claim says no phase: not bound)",
+    );
     const patch = w.client.writes.find((x) => x.verb === "patch")?.body as { status: { download: object } };
     assert.deepEqual(
       patch.status.download,
@@ -289,8 +293,8 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.deepEqual([w.lastStatus()?.phase, w.lastStatus()?.reason], ["Pending", "Unschedulable"]);
     assert.deepEqual(
       late.result,
-      { requeueAfterMs: lookAgainBoundsMs.min },
-      "still no pod ready: looked at again",
+      { requeueAfterMs: lookWhileClaimPendingMs },
+      "still no pod ready, the claim not bound: looked at again, seldom",
     );
     assert.deepEqual(
       w.events.map((e) => `${e.type} ${e.reason}`),
@@ -356,6 +360,9 @@ describe("reconcileMLModel: the writes of each situation", () => {
         },
         status,
       }) as KubeObject;
+    w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
+      (c as { status?: unknown }).status = { phase: "Bound" };
+    });
     const download = (state: object) => [
       { name: "download", image: "dl:1", ready: false, restartCount: 0, state },
     ];
