@@ -37,6 +37,7 @@ export interface Observed {
   missing: MissingDependency[];
   storage?: V1PersistentVolumeClaim;
   job?: V1Job;
+  /** The pods of `job`, when it needs explaining (failed, or no pod ready); else none (mlmodel/download-pods.ts). */
   jobPods: readonly V1Pod[];
   /** The model's Deployment (with a canary, the stable one). */
   deployment?: V1Deployment;
@@ -170,10 +171,13 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
   const uncounted = job.status?.uncountedTerminatedPods;
   const ended = (uncounted?.succeeded?.length ?? 0) + (uncounted?.failed?.length ?? 0);
   // Attempts are pods that started: a pod the Job counts as active may still wait for a node
-  // or for its volume, and that is no attempt yet (nor a running download).
-  const running = o.jobPods.filter(
-    (pod) => pod.status?.phase === "Running" && !pod.metadata?.deletionTimestamp,
-  ).length;
+  // or for its volume, and that is no attempt yet (nor a running download). The Job counts its
+  // ready pods (the downloader has no readiness probe: ready once it runs); its pods are read
+  // only while it has none (mlmodel/download-pods.ts).
+  const running = Math.max(
+    job.status?.ready ?? 0,
+    o.jobPods.filter((pod) => pod.status?.phase === "Running" && !pod.metadata?.deletionTimestamp).length,
+  );
   const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + ended + running;
   const end = jobEnd(job);
   if (end?.type === "Complete") {

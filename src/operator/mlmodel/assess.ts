@@ -12,6 +12,7 @@ import { failureToRecord, withRollback } from "../rollback.ts";
 import { claimBinding, computeStatus, type Observed } from "../status.ts";
 import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
+import { lookAgainMs, lookWhileClaimPendingMs } from "./download-pods.ts";
 import type { Observation } from "./observe.ts";
 import type { Synced } from "./sync.ts";
 
@@ -26,11 +27,31 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   const assessed = assessObserved(o, d, s, observed);
   // A download pod waiting for its new claim's volume is reported as Downloading for a grace
   // period; if nothing else wakes the model by then, look again so a claim that never binds
-  // is reported (no watch event would bring the end of a grace period).
+  // is reported (no watch event would bring the end of a grace period). And a download Job
+  // with no pod ready yet is looked at again: its pods are not watched (download-pods.ts), so
+  // no event would say that one cannot pull its image or be scheduled. But seldom while the
+  // claim is not bound: the claim is watched, and its binding wakes the model; not at all while
+  // the pod says it waits for that binding (claimBinding). Looked at every 5 s instead, 300
+  // download pods waiting for their volumes cost up to 5 more reconciles per model
+  // (bench/README.md phase J).
   const graceLeft = claimBinding(observed);
-  if (graceLeft === undefined) return assessed;
-  const lookAgain = graceLeft + 100;
-  return { ...assessed, requeueAfterMs: Math.min(assessed.requeueAfterMs ?? lookAgain, lookAgain) };
+  const claimBound = observed.storage?.status?.phase === "Bound";
+  const look = lookAgainMs(s.job, o.now);
+  const lookAgain = earliest(
+    graceLeft === undefined ? undefined : graceLeft + 100,
+    claimBound || look === undefined
+      ? look
+      : graceLeft === undefined
+        ? Math.max(look, lookWhileClaimPendingMs)
+        : undefined,
+  );
+  if (lookAgain === undefined) return assessed;
+  return { ...assessed, requeueAfterMs: earliest(assessed.requeueAfterMs, lookAgain) };
+}
+
+/** The sooner of two optional delays. */
+export function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
 
 function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
@@ -51,7 +72,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
         ? o.children.claims.find((c) => c.metadata?.name === (plan.source as { claimName: string }).claimName)
         : undefined,
     job: s.job,
-    jobPods: o.pods.filter((p) => jobName && p.metadata?.labels?.["job-name"] === jobName),
+    jobPods: o.downloadPods.filter((p) => jobName && p.metadata?.labels?.["job-name"] === jobName),
     deployment: s.serving.deployments.find((x) => x.metadata?.name === childNames.deployment(name)),
     pods: o.pods.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),

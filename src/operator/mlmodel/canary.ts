@@ -237,7 +237,7 @@ function downloadFailure(o: Observation, plan: ServingPlan): string | undefined 
   const job = o.children.jobs.find((j) => j.metadata?.name === jobName);
   if (jobState(job) !== "Failed") return undefined;
   const end = jobEnd(job as V1Job);
-  const said = o.pods
+  const said = o.downloadPods
     .filter((p) => p.metadata?.labels?.["job-name"] === jobName)
     .map((p) => terminationMessage(p, "download"))
     .find((m) => m !== undefined);

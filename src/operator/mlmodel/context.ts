@@ -19,11 +19,13 @@ import type {
  * answer unread, or only its uid and version read: applyForVersion, so that a create's echo
  * wakes nobody, wakes.ts) and of the status, a merge patch of the status (clearing the
  * downloader's fields), delete, and create for the one kind it may create but never change (a
- * URI Secret: RBAC grants no patch). No child's answer is parsed whole.
+ * URI Secret: RBAC grants no patch). No child's answer is parsed whole. And one read that is
+ * not a cache's: the list of a download Job's pods, when the Job needs explaining
+ * (download-pods.ts).
  */
 export type ModelClient = Pick<
   KubeClient,
-  "applyDiscardingAnswer" | "applyForVersion" | "applyStatus" | "patch" | "delete" | "create"
+  "applyDiscardingAnswer" | "applyForVersion" | "applyStatus" | "patch" | "delete" | "create" | "list"
 >;
 
 /** What a stage that writes needs. */
@@ -33,15 +35,21 @@ export interface WriteContext {
   signal: AbortSignal;
 }
 
-/** What the observe stage needs: the request and the shared caches (reads only). */
+/**
+ * What the observe stage needs: the request, the shared caches, and a client to list what is
+ * not cached (a download Job's pods, download-pods.ts). Reads only.
+ */
 export interface ReadContext {
   request: Request;
+  client: Pick<ModelClient, "list">;
+  signal: AbortSignal;
   cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
   /** Whether an optional kind (HTTPRoute) is served and its cache fully listed. */
   served(kind: ResourceKind): boolean;
 }
 
-export interface MLModelContext extends ReadContext, WriteContext {
+/** A reconcile's whole context: its client is the writing stages' (observe lists with it). */
+export interface MLModelContext extends Omit<ReadContext, "client">, WriteContext {
   recorder: EventRecorder;
 }
 

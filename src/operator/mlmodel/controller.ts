@@ -1,6 +1,6 @@
 /**
  * The MLModel controller's registration: the caches it reads, the children it owns (an
- * HTTPRoute only while the cluster serves the kind), what else wakes a model (its pods, the
+ * HTTPRoute only while the cluster serves the kind), what else wakes a model (its serving pods, the
  * objects it references, runtimes, a canary command), and how many models are reconciled at
  * once. The reconcile itself is reconcile.ts.
  */

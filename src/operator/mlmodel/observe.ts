@@ -1,7 +1,9 @@
 /**
- * Stage 1, observe: everything one reconcile reads, from the shared caches only (no API
- * request), gathered once into plain data. No stage after this one reads a cache, so what the
- * reconcile decides is a function of this snapshot.
+ * Stage 1, observe: everything one reconcile reads, gathered once into plain data: from the
+ * shared caches, and from the API server only the model's download pods, while one of its
+ * download Jobs needs explaining (download-pods.ts: they are not cached). No stage after this
+ * one reads a cache or the API server, so what the reconcile decides is a function of this
+ * snapshot.
  */
 import type {
   V1ControllerRevision,
@@ -28,6 +30,7 @@ import { revisionHash, revisionSpec } from "../revisions.ts";
 import { podsByModelIndex, referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
 import { type CanaryObservation, observeCanary } from "./canary.ts";
 import type { ReadContext, WrittenStatuses } from "./context.ts";
+import { readDownloadPods } from "./download-pods.ts";
 
 /** A referenced object that exists: what the operator may know of it (a Secret's values never). */
 export interface Reference {
@@ -68,18 +71,20 @@ export interface Observation {
    */
   references: ReadonlyMap<string, Reference>;
   children: Children;
-  /** The model's pods, serving and download, of every revision. */
+  /** The model's serving pods, of every revision (a canary's too). */
   pods: readonly V1Pod[];
+  /** The model's download pods, of every Job, read only while a Job needs them (download-pods.ts); else none. */
+  downloadPods: readonly V1Pod[];
   /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */
   canary: CanaryObservation;
 }
 
 /** The model of the request and what it depends on, or undefined when the model is gone. */
-export function observe(
+export async function observe(
   ctx: ReadContext,
   written: WrittenStatuses | undefined,
   now: Date,
-): Observation | undefined {
+): Promise<Observation | undefined> {
   const cached = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
   if (!cached) return undefined;
   const key = keyString(ctx.request);
@@ -115,6 +120,13 @@ export function observe(
     pods: ctx
       .cache(builtinKinds.Pod)
       .byIndex(podsByModelIndex, `${ns}/${model.metadata.name}`) as unknown as readonly V1Pod[],
+    downloadPods: await readDownloadPods(
+      ctx.client,
+      { namespace: ns, name: model.metadata.name! },
+      children.jobs,
+      now.toISOString(),
+      ctx.signal,
+    ),
     canary: observeCanary(ctx, model),
   };
 }

@@ -1,7 +1,8 @@
 /**
  * The MLModel reconcile: six stages with one direction of flow, each in a file of its own.
  *
- *   observe  (observe.ts)  cache reads only, with the status this controller last wrote
+ *   observe  (observe.ts)  cache reads, with the status this controller last wrote (and a
+ *                          download Job's pods while they explain it: download-pods.ts)
  *   decide   (decide.ts)   pure: the plan, the spec's revision, a rollback, missing references
  *   sync     (sync.ts)     one syncer per concern (syncers/): revision, URI Secrets, storage,
  *                          download, serving
@@ -15,10 +16,11 @@
  */
 import type { ReconcileResult } from "../../runtime/index.ts";
 import { keyString } from "../../runtime/index.ts";
-import { assess } from "./assess.ts";
+import { assess, earliest } from "./assess.ts";
 import { cleanup, cleanupSteps } from "./cleanup.ts";
 import type { MLModelContext, WrittenStatuses } from "./context.ts";
 import { decide } from "./decide.ts";
+import { lookNoLongerNeeded } from "./download-pods.ts";
 import { observe } from "./observe.ts";
 import { type HeldRollouts, report } from "./report.ts";
 import { type SyncOptions, syncChildren } from "./sync.ts";
@@ -42,7 +44,7 @@ export async function reconcileMLModel(
   const held = options.heldRollouts;
   const wasHeld = held?.has(key) === true;
   const countsWereHeld = options.writtenStatus?.get(key)?.countsSince !== undefined;
-  const observed = observe(ctx, options.writtenStatus, options.now?.() ?? new Date());
+  const observed = await observe(ctx, options.writtenStatus, options.now?.() ?? new Date());
   if (!observed) {
     // Gone: its children are garbage-collected through their owner references.
     options.writtenStatus?.delete(key);
@@ -65,10 +67,9 @@ export async function reconcileMLModel(
   const holdEnded =
     (wasHeld && !held?.has(key)) ||
     (countsWereHeld && options.writtenStatus?.get(key)?.countsSince === undefined);
-  const replaces = holdEnded ? { replacesRequeue: true } : undefined;
+  // So did a download Job with no pod ready (download-pods.ts, lookAgainMs): once it has one,
+  // or has ended, that look would read nothing new.
+  const lookEnded = lookNoLongerNeeded(synced.job, observed.now);
+  const replaces = holdEnded || lookEnded ? { replacesRequeue: true } : undefined;
   return after === undefined ? replaces : { requeueAfterMs: after, ...replaces };
-}
-
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

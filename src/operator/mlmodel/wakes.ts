@@ -22,7 +22,6 @@ import {
   type ResourceKind,
   selectedChangedPredicate,
 } from "../../runtime/index.ts";
-import { labels } from "../names.ts";
 import type { ModelClient } from "./context.ts";
 
 /** Our own label and annotation keys (serving.mlmodel.dev/...) and the standard app ones we set. */
@@ -119,14 +118,14 @@ export const specWakes: Predicate = selectedChangedPredicate<Child & { data?: un
 );
 
 /**
- * Jobs: what status.ts (downloadStep) and canary.ts read: the counts of pods that ended and
- * how the Job ended (its Complete or Failed condition). Not the active, ready and terminating
- * counts (a running download is counted from its pod), nor the conditions that only precede
- * the end (SuccessCriteriaMet, FailureTarget). Of the pods that ended but are not counted yet
- * (uncountedTerminatedPods) only the failed ones: a download Job runs one pod to completion,
- * so a succeeded pod is always followed by the Job's Complete, which wakes (and is read with
- * its count). At N = 20 on the download path the Job's start and its success criteria met
- * were 1.4 to 1.6 reconciles per model that wrote nothing (issue 15).
+ * Jobs: what status.ts (downloadStep) and canary.ts read: the count of ready pods (a download
+ * that runs: its pods are not watched, caches.ts), the counts of pods that ended and how the
+ * Job ended (its Complete or Failed condition). Not the active and terminating counts, nor the
+ * conditions that only precede the end (SuccessCriteriaMet, FailureTarget). Of the pods that
+ * ended but are not counted yet (uncountedTerminatedPods) only the failed ones: a download Job
+ * runs one pod to completion, so a succeeded pod is always followed by the Job's Complete,
+ * which wakes (and is read with its count). At N = 20 on the download path the Job's start
+ * and its success criteria met were 1.4 to 1.6 reconciles per model that wrote nothing (issue 15).
  */
 export const jobWakes: Predicate = selectedChangedPredicate<Child>((o) => {
   const s = o.status ?? {};
@@ -134,7 +133,14 @@ export const jobWakes: Predicate = selectedChangedPredicate<Child>((o) => {
   const ends = ((s["conditions"] as ConditionLike[] | undefined) ?? []).filter(
     (c) => c.type === "Complete" || c.type === "Failed",
   );
-  return [metadataRead(o), s["succeeded"], s["failed"], uncounted?.failed?.length ?? 0, conditionsRead(ends)];
+  return [
+    metadataRead(o),
+    s["ready"],
+    s["succeeded"],
+    s["failed"],
+    uncounted?.failed?.length ?? 0,
+    conditionsRead(ends),
+  ];
 });
 
 function containerRead(c: V1ContainerStatus): unknown {
@@ -169,10 +175,11 @@ function podConditionsRead(conditions: readonly V1PodCondition[] | undefined): u
 }
 
 /**
- * What of a pod is read: labels, deletion, phase, the conditions read (podConditionsRead), and
- * each container's state as pods.ts judges it.
+ * Pods (serving pods: download pods are not watched, caches.ts): an update that changed what
+ * is read of them: labels, deletion, phase, the conditions read (podConditionsRead), and each
+ * container's state as pods.ts judges it.
  */
-const podChanged = selectedChangedPredicate<
+export const podWakes: Predicate = selectedChangedPredicate<
   Child & {
     status?: {
       phase?: string;
@@ -192,20 +199,6 @@ const podChanged = selectedChangedPredicate<
     s?.initContainerStatuses?.map(containerRead),
   ];
 });
-
-/**
- * Pods: an update that changed what is read of them (podChanged), but a download pod's own
- * success. Its Job says it next (a succeeded pod is the end of a download Job, whose Complete
- * wakes; jobWakes), and what the status reads of the pod alone then is a step back: no pod
- * running and none counted yet, so 0 attempts and Pending (status.ts, downloadStep). A failed
- * download pod still wakes: its termination message is the download's failure message.
- */
-export const podWakes: Predicate = (change) =>
-  !(
-    change.type === "update" &&
-    change.object.metadata.labels?.[labels.component] === "download" &&
-    (change.object as { status?: { phase?: string } }).status?.phase === "Succeeded"
-  ) && podChanged(change);
 
 /**
  * The echoes of the operator's own child creates, which wake nobody. Every child the reconcile
@@ -254,6 +247,7 @@ export class OwnWrites {
       patch: (kind, key, patch, type, opts) => client.patch(kind, key, patch, type, opts),
       delete: (kind, key, opts) => client.delete(kind, key, opts),
       create: (kind, obj, opts) => client.create(kind, obj, opts),
+      list: (kind, opts) => client.list(kind, opts),
     };
   }
 

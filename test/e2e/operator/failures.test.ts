@@ -91,9 +91,9 @@ describe("failure modes and recovery", { concurrency: true }, () => {
     await assertServing("dl");
   });
 
-  it("a download pod that cannot pull its image: Failed/ImagePullBackOff naming the pod; a new URI recovers", async () => {
+  it("a download pod that cannot pull its image: Failed/ImagePullBackOff, though download pods are not watched; a new URI recovers", async () => {
     // The marker in the model URI reaches the download container's args, which kwok's stage
-    // reads: the Job stays active and its pod waits, which only the pod shows.
+    // reads. The operator sees the pod only by listing it while its Job has no pod ready.
     volumes.push(await provideVolume(admin, ns.name, "dlpull-model"));
     await create("dlpull", {
       model: { uri: "https://models.example.com/simulate-image-pull-error/m.tgz", format: "tensorflow" },

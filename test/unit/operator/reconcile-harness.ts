@@ -32,6 +32,8 @@ import {
   type EventType,
   type KubeObject,
   kindName,
+  type ListOptions,
+  type ListResult,
   MemoryStore,
   type ObjectKey,
   type PatchType,
@@ -135,6 +137,19 @@ export class RecordingClient implements ModelClient {
     const stored = withUid(kind, structuredClone(obj));
     if (resourceVersion) stored.metadata.resourceVersion = resourceVersion;
     return stored;
+  }
+
+  /** The lists the reconcile made (the only reads not from a cache), as "Kind selector" lines. */
+  readonly lists: string[] = [];
+  /** What a list finds: the World's objects of that kind, cached or not. */
+  lister?: (kind: ResourceKind, opts: ListOptions) => KubeObject[];
+
+  async list<T extends KubeObject = KubeObject>(
+    kind: ResourceKind,
+    opts: ListOptions = {},
+  ): Promise<ListResult<T>> {
+    this.lists.push(`${kind.kind} ${opts.labelSelector ?? ""}`.trim());
+    return { items: (this.lister?.(kind, opts) ?? []) as T[], resourceVersion: "" };
   }
 
   /** Create answers as apply does, or 409 (AlreadyExists) when told to fail. */
@@ -305,10 +320,27 @@ export class World {
   #settled = 0;
   #reported = 0;
 
+  /** Objects of the cluster that their kind's cache does not select (download pods): listed, never cached. */
+  readonly #uncached = new Map<string, MemoryStore>();
+
   constructor(...objects: [ResourceKind, KubeObject][]) {
     for (const [kind, obj] of objects) this.put(kind, obj);
     this.client.resourceVersions = () => String(++this.#resourceVersion);
     this.client.exists = (kind, name) => this.get(kind, name) !== undefined;
+    this.client.lister = (kind, opts) =>
+      [...this.store(kind).list(opts.namespace), ...this.#uncachedStore(kind).list(opts.namespace)]
+        .filter((o) => selects(opts.labelSelector, o.metadata.labels))
+        .map((o) => structuredClone(o) as KubeObject);
+  }
+
+  #uncachedStore(kind: ResourceKind): MemoryStore {
+    const key = kindName(kind);
+    let store = this.#uncached.get(key);
+    if (!store) {
+      store = new MemoryStore();
+      this.#uncached.set(key, store);
+    }
+    return store;
   }
 
   store(kind: ResourceKind): MemoryStore {
@@ -324,15 +356,20 @@ export class World {
 
   /** Stores an object as an informer would: through the cache's transform, with a new resourceVersion (or the one given). */
   put(kind: ResourceKind, obj: KubeObject, resourceVersion?: string): void {
-    const transform = modelCaches.find((c) => kindName(c.kind) === kindName(kind))?.options.transform;
+    const declared = modelCaches.find((c) => kindName(c.kind) === kindName(kind))?.options;
     const stored = withUid(kind, structuredClone(obj));
     stored.metadata.namespace ??= namespace;
     stored.metadata.resourceVersion = resourceVersion ?? String(++this.#resourceVersion);
-    this.store(kind).apply(transform ? (transform(stored) as KubeObject) : stored);
+    if (!selects(declared?.labelSelector, stored.metadata.labels)) {
+      this.#uncachedStore(kind).apply(stored);
+      return;
+    }
+    this.store(kind).apply(declared?.transform ? (declared.transform(stored) as KubeObject) : stored);
   }
 
   get<T extends KubeObject = KubeObject>(kind: ResourceKind, name: string): T | undefined {
-    const obj = this.store(kind).get({ namespace, name });
+    const key = { namespace, name };
+    const obj = this.store(kind).get(key) ?? this.#uncachedStore(kind).get(key);
     return obj ? (structuredClone(obj) as T) : undefined;
   }
 
@@ -349,8 +386,10 @@ export class World {
   }
 
   remove(kind: ResourceKind, name: string): void {
-    const obj = this.store(kind).get({ namespace, name });
-    if (obj) this.store(kind).delete(obj as KubeObject);
+    for (const store of [this.store(kind), this.#uncachedStore(kind)]) {
+      const obj = store.get({ namespace, name });
+      if (obj) store.delete(obj as KubeObject);
+    }
   }
 
   context(name = "resnet"): MLModelContext {
@@ -484,3 +523,21 @@ function mergePatch(target: unknown, patch: unknown): unknown {
 }
 
 const silentLogger = pino({ level: "silent" });
+
+/**
+ * Whether a label selector of the forms the operator sends (`k`, `k=v`, `k!=v`, joined by
+ * commas: every term must hold) selects these labels; no selector selects everything.
+ */
+export function selects(
+  selector: string | undefined,
+  labels: Readonly<Record<string, string>> = {},
+): boolean {
+  if (!selector) return true;
+  return selector.split(",").every((term) => {
+    const unequal = /^([^!=]+)!=(.*)$/.exec(term);
+    if (unequal) return labels[unequal[1]!] !== unequal[2];
+    const equal = /^([^!=]+)==?(.*)$/.exec(term);
+    if (equal) return labels[equal[1]!] === equal[2];
+    return term in labels;
+  });
+}

@@ -27,6 +27,7 @@ import {
 } from "../../../src/operator/mlmodel/context.ts";
 import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
+import { lookAgainBoundsMs, lookWhileClaimPendingMs } from "../../../src/operator/mlmodel/download-pods.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
 import { countsSettleMs, downloadCountsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
@@ -69,13 +70,16 @@ function setJob(w: World, name: string, status: V1Job["status"]): void {
 }
 const complete = { succeeded: 1, conditions: [{ type: "Complete", status: "True" }] };
 
-/** The download Job is active and its pod runs (the download has started). */
+/** The download Job is active and its pod runs (the download has started): the Job counts it ready. */
 function runDownload(w: World, spec: MLModelSpec): void {
-  setJob(w, jobOf(spec), { active: 1 });
+  setJob(w, jobOf(spec), { active: 1, ready: 1 });
   w.put(builtinKinds.Pod, {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name: `${jobOf(spec)}-0`, labels: { [labels.model]: "resnet", "job-name": jobOf(spec) } },
+    metadata: {
+      name: `${jobOf(spec)}-0`,
+      labels: { [labels.model]: "resnet", [labels.component]: "download", "job-name": jobOf(spec) },
+    },
     status: { phase: "Running" },
   } as KubeObject);
 }
@@ -141,7 +145,12 @@ describe("reconcileMLModel: the writes of each situation", () => {
       `apply Job/${jobOf(v1)}`,
       "applyStatus MLModel/resnet",
     ]);
-    assert.equal(result, undefined);
+    assert.deepEqual(
+      result,
+      { requeueAfterMs: lookWhileClaimPendingMs },
+      "a Job with no pod ready is looked at again (its pods are not watched), seldom while the claim is not bound (its binding wakes the model)",
+    );
+    assert.deepEqual(w.client.lists, [], "no Job yet: no pod to read");
     const forced = w.client.writes.filter((x) => x.force).map(line);
     assert.ok(!forced.some((x) => x.includes("downloader")), "the identity is applied without force");
     assert.deepEqual(w.lastStatus()?.download, { job: jobOf(v1), jobState: "Pending", attempts: 0 });
@@ -175,11 +184,18 @@ describe("reconcileMLModel: the writes of each situation", () => {
     runDownload(w, v1);
     const running = await w.reconcile();
     assert.deepEqual(running.writes, [], "Pending -> Running, a moment after Downloading: held back");
-    assert.deepEqual(running.result, { requeueAfterMs: downloadCountsSettleMs });
+    assert.deepEqual(
+      running.result,
+      { requeueAfterMs: downloadCountsSettleMs, replacesRequeue: true },
+      "and the look asked for while the Job had no pod ready is withdrawn",
+    );
     w.now = new Date(w.now.getTime() + countsSettleMs);
     const later = await w.reconcile();
     assert.deepEqual(later.writes, [], "while downloading, held longer than within other steps");
-    assert.deepEqual(later.result, { requeueAfterMs: downloadCountsSettleMs - countsSettleMs });
+    assert.deepEqual(later.result, {
+      requeueAfterMs: downloadCountsSettleMs - countsSettleMs,
+      replacesRequeue: true,
+    });
     w.now = new Date(w.now.getTime() + downloadCountsSettleMs - countsSettleMs);
     assert.deepEqual(
       (await w.reconcile()).writes,
@@ -229,7 +245,11 @@ describe("reconcileMLModel: the writes of each situation", () => {
       `apply Job/${jobOf(v2)}`,
       "applyStatus MLModel/resnet",
     ]);
-    assert.equal(result, undefined);
+    assert.deepEqual(
+      result,
+      { requeueAfterMs: lookWhileClaimPendingMs },
+      "the new Job has no pod ready yet (and the test's claim says no phase: not bound)",
+    );
     const patch = w.client.writes.find((x) => x.verb === "patch")?.body as { status: { download: object } };
     assert.deepEqual(
       patch.status.download,
@@ -239,7 +259,7 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.equal(w.lastStatus()?.phase, "Downloading");
   });
 
-  it("a download pod waiting for the new claim's volume: Downloading, a look again when the grace ends, then Unschedulable", async () => {
+  it("a download pod waiting for the new claim's volume: Downloading, looked at again when the grace ends (the claim's binding wakes it before), then Unschedulable", async () => {
     const w = world(v1);
     await step(w);
     w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
@@ -250,23 +270,60 @@ describe("reconcileMLModel: the writes of each situation", () => {
     const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
     w.put(builtinKinds.Pod, {
       ...pod("resnet-dl-0", "", { unschedulable: unbound }),
-      metadata: { name: "resnet-dl-0", labels: { [labels.model]: "resnet", "job-name": jobOf(v1) } },
+      metadata: {
+        name: "resnet-dl-0",
+        labels: { [labels.model]: "resnet", [labels.component]: "download", "job-name": jobOf(v1) },
+      },
     } as KubeObject);
     const waiting = await w.reconcile();
     assert.deepEqual(waiting.writes, [], "said from the Job's creation: it waits for its volume");
     assert.equal(w.lastStatus()?.reason, "Downloading");
     assert.match(w.lastStatus()?.message ?? "", /waits for its volume \(claim resnet-model\)/);
-    assert.deepEqual(waiting.result, { requeueAfterMs: 300_100 });
+    assert.deepEqual(
+      waiting.result,
+      { requeueAfterMs: 300_100 },
+      "looked at again when the grace ends: the claim's binding would wake it before",
+    );
+    assert.deepEqual(w.client.lists, [`Pod ${labels.model}=resnet,${labels.component}=download`]);
     assert.equal(w.events.length, 0, "the normal wait for a volume is no problem");
     w.settle();
     w.now = new Date(w.now.getTime() + 301_000);
     const late = await w.reconcile();
     assert.deepEqual(late.writes, ["applyStatus MLModel/resnet"]);
     assert.deepEqual([w.lastStatus()?.phase, w.lastStatus()?.reason], ["Pending", "Unschedulable"]);
-    assert.equal(late.result, undefined);
+    assert.deepEqual(
+      late.result,
+      { requeueAfterMs: lookWhileClaimPendingMs },
+      "still no pod ready, the claim not bound: looked at again, seldom",
+    );
     assert.deepEqual(
       w.events.map((e) => `${e.type} ${e.reason}`),
       ["Warning Unschedulable"],
+    );
+  });
+
+  it("once the claim is bound, a download pod still showing the scheduler's old verdict is looked at again within seconds", async () => {
+    const w = world(v1);
+    await step(w);
+    w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
+      c.metadata.creationTimestamp = w.now.toISOString();
+      (c as { status?: unknown }).status = { phase: "Bound" };
+    });
+    setJob(w, jobOf(v1), { active: 1 });
+    const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
+    w.put(builtinKinds.Pod, {
+      ...pod("resnet-dl-0", "", { unschedulable: unbound }),
+      metadata: {
+        name: "resnet-dl-0",
+        labels: { [labels.model]: "resnet", [labels.component]: "download", "job-name": jobOf(v1) },
+      },
+    } as KubeObject);
+    const bound = await w.reconcile();
+    assert.equal(w.lastStatus()?.reason, "Downloading");
+    assert.deepEqual(
+      bound.result,
+      { requeueAfterMs: lookAgainBoundsMs.min },
+      "no event would say what the pod does next",
     );
   });
 
@@ -286,6 +343,74 @@ describe("reconcileMLModel: the writes of each situation", () => {
       (await w.reconcile()).writes,
       [...identity, `apply Job/${jobOf(v1)}`],
       "the new Job waits for its pod as the old one did: the status says the same",
+    );
+  });
+
+  it("a download's pods are read only while its Job needs them: no pod ready (an image that cannot be pulled), or failed", async () => {
+    const w = world(v1);
+    await step(w);
+    const downloadPod = (name: string, status: object): KubeObject =>
+      ({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: {
+          name,
+          creationTimestamp: w.now.toISOString(),
+          labels: { [labels.model]: "resnet", [labels.component]: "download", "job-name": jobOf(v1) },
+        },
+        status,
+      }) as KubeObject;
+    w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
+      (c as { status?: unknown }).status = { phase: "Bound" };
+    });
+    const download = (state: object) => [
+      { name: "download", image: "dl:1", ready: false, restartCount: 0, state },
+    ];
+    setJob(w, jobOf(v1), { active: 1, ready: 0 });
+    w.put(
+      builtinKinds.Pod,
+      downloadPod("resnet-dl-0", {
+        phase: "Pending",
+        containerStatuses: download({ waiting: { reason: "ErrImagePull", message: "not found" } }),
+      }),
+    );
+    assert.equal(w.store(builtinKinds.Pod).list().length, 0, "download pods are not cached");
+    const pulling = await w.reconcile();
+    assert.deepEqual(w.client.lists, [`Pod ${labels.model}=resnet,${labels.component}=download`]);
+    assert.deepEqual(pulling.writes, ["applyStatus MLModel/resnet"]);
+    assert.deepEqual([w.lastStatus()?.phase, w.lastStatus()?.reason], ["Failed", "ImagePullBackOff"]);
+    assert.match(w.lastStatus()?.message ?? "", /download: pod resnet-dl-0: cannot pull image "dl:1"/);
+    assert.deepEqual(pulling.result, { requeueAfterMs: lookAgainBoundsMs.min }, "and looked at again");
+    w.settle();
+
+    w.client.lists.length = 0;
+    setJob(w, jobOf(v1), { active: 1, ready: 1 });
+    w.put(
+      builtinKinds.Pod,
+      downloadPod("resnet-dl-0", { phase: "Running", containerStatuses: download({ running: {} }) }),
+    );
+    const running = await w.reconcile();
+    assert.deepEqual(w.client.lists, [], "a pod ready: the Job's count says it all");
+    assert.deepEqual([w.lastStatus()?.phase, w.lastStatus()?.download?.jobState], ["Downloading", "Running"]);
+    assert.equal(w.lastStatus()?.download?.attempts, 1);
+    assert.deepEqual(running.result, { replacesRequeue: true }, "the look asked for is withdrawn");
+    w.settle();
+
+    const said = "GET https://models.example/resnet: 403 Forbidden; check the credentials";
+    w.put(
+      builtinKinds.Pod,
+      downloadPod("resnet-dl-0", {
+        phase: "Failed",
+        containerStatuses: download({ terminated: { exitCode: 1, reason: "Error", message: said } }),
+      }),
+    );
+    setJob(w, jobOf(v1), failed);
+    await w.reconcile();
+    assert.deepEqual(w.client.lists, [`Pod ${labels.model}=resnet,${labels.component}=download`]);
+    assert.equal(w.lastStatus()?.reason, "DownloadFailed");
+    assert.match(
+      w.lastStatus()?.message ?? "",
+      /after 1 attempt\(s\) \(PodFailurePolicy\): GET https:\/\/models\.example\/resnet: 403 Forbidden/,
     );
   });
 
@@ -334,7 +459,9 @@ describe("reconcileMLModel: the writes of each situation", () => {
       [`delete ControllerRevision/resnet-${revisionOf(limited("1"))}`, `delete Job/${jobOf(limited("1"))}`],
       "the prune Job's create wakes nobody (OwnWrites); the deletes do",
     );
+    w.client.lists.length = 0;
     assert.deepEqual(await step(w), [], "the prune Job is created once");
+    assert.deepEqual(w.client.lists, [], "a running prune Job is no download: no pod is listed");
   });
 
   it("an update within the history limit keeps every version on storage: the old Job goes, no prune Job", async () => {
@@ -731,7 +858,7 @@ describe("the stages alone", () => {
     });
   });
 
-  it("URI Secrets are indexed by model from their names, ours or not; other Secrets are not", () => {
+  it("URI Secrets are indexed by model from their names, ours or not; other Secrets are not", async () => {
     const named = (name: string) => ({
       apiVersion: "v1",
       kind: "Secret",
@@ -747,7 +874,7 @@ describe("the stages alone", () => {
     assert.deepEqual(uriSecretModelKeys(named("resnet-creds")), []);
     const foreign = childNames.uriSecret("resnet", "abcdef0123");
     const w = world(image("1"), [builtinKinds.Secret, named(foreign)], [builtinKinds.Secret, named("other")]);
-    const o = observe(w.context(), undefined, w.now);
+    const o = await observe(w.context(), undefined, w.now);
     assert.deepEqual([...(o?.references.keys() ?? [])], [`Secret/ml/${foreign}`]);
     assert.deepEqual(
       o?.references.get(`Secret/ml/${foreign}`)?.keys,
@@ -767,7 +894,7 @@ describe("the stages alone", () => {
     await step(w);
     respec(w, image("2"));
     await step(w);
-    const o = observe(w.context(), undefined, w.now);
+    const o = await observe(w.context(), undefined, w.now);
     assert.ok(o);
     assert.deepEqual([...o.references.keys()], ["Secret/ml/old-creds"]);
     assert.deepEqual(o.references.get("Secret/ml/old-creds")?.keys, ["a"], "keys, never values");

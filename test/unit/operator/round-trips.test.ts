@@ -63,6 +63,7 @@ describe("the revision beside the Deployment and Service", () => {
       patch: (kind, key, patch, type, opts) => inner.patch(kind, key, patch, type, opts),
       delete: (kind, key, opts) => inner.delete(kind, key, opts),
       create: (kind, obj) => inner.create(kind, obj),
+      list: (kind, opts) => inner.list(kind, opts),
       applyForVersion: async (kind: ResourceKind, obj: KubeObject, opts): Promise<AppliedVersion> => {
         const answer = inner.applyForVersion(kind, obj, opts);
         if (kind.kind !== "ControllerRevision") return answer;

@@ -187,6 +187,14 @@ describe("computeStatus", () => {
     const s = computeStatus(observe({ job: active, jobPods: [{ status: { phase: "Running" } }] }));
     assert.deepEqual([s.phase, s.download?.jobState, s.download?.attempts], ["Downloading", "Running", 1]);
     assert.match(s.message ?? "", /is downloading s3:\/\/b\/m/);
+    // Its pods are not read once the Job counts one ready (mlmodel/download-pods.ts).
+    const ready = computeStatus(
+      observe({ job: { ...active, status: { active: 1, ready: 1 } }, jobPods: [] }),
+    );
+    assert.deepEqual(
+      [ready.phase, ready.download?.jobState, ready.download?.attempts],
+      ["Downloading", "Running", 1],
+    );
   });
 
   it("counts a download pod that ended before the Job controller counted it: Running, not back to Pending", () => {
