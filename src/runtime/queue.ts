@@ -5,9 +5,10 @@
  * - Exclusivity: a key handed out by get() is "processing" until done(); adding it meanwhile
  *   marks it dirty and it is queued again at done(), so the reconcile sees the latest state
  *   and two reconciles of one key never overlap.
- * - Two lanes: keys from an initial list or relist go to the low lane, live events to the
- *   high lane, so thousands of startup keys do not delay a user's change. The low lane still
- *   gets one of every `lowLaneEvery` gets, so it cannot starve either.
+ * - Two lanes: keys from an informer's first list go to the low lane, live events (and a
+ *   relist's differences, which are changes too) to the high lane, so thousands of startup
+ *   keys do not delay a user's change. The low lane still gets one of every `lowLaneEvery`
+ *   gets, so it cannot starve either.
  * - Delays: addAfter (requeueAfter) and addRateLimited (per-key exponential backoff) park the
  *   key until its time, on an injected Clock. The earliest pending time of a key wins;
  *   cancelAfter withdraws it.

@@ -99,6 +99,14 @@ describe("MemoryStore", () => {
     assert.equal(s.get({ namespace: "a", name: "gone" }), undefined);
   });
 
+  it("a relist's differences are not initial: the watch missed them, they are live changes", () => {
+    const s = new MemoryStore();
+    s.replace([cm("a", "keep", "1"), cm("a", "change", "1"), cm("a", "gone", "1")]);
+    const changes = s.replace([cm("a", "keep", "1"), cm("a", "change", "2"), cm("a", "new", "3")]);
+    const summary = changes.map((c) => `${c.type}:${c.object.metadata.name}:${c.initial}`).sort();
+    assert.deepEqual(summary, ["add:new:false", "delete:gone:false", "update:change:false"]);
+  });
+
   it("delete of an unknown object is no change", () => {
     const s = new MemoryStore();
     assert.equal(s.delete(cm("a", "x", "1")), undefined);
