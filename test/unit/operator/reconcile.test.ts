@@ -259,12 +259,13 @@ describe("reconcileMLModel: the writes of each situation", () => {
     assert.equal(w.lastStatus()?.phase, "Downloading");
   });
 
-  it("a download pod waiting for the new claim's volume: Downloading, looked at again when the grace ends (the claim's binding wakes it before), then Unschedulable", async () => {
+  /** A new model whose claim (created now) is in `claimPhase`, with its download pod still unscheduled for it. */
+  async function downloadPodUnscheduledForClaim(claimPhase: "Pending" | "Bound") {
     const w = world(v1);
     await step(w);
     w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
       c.metadata.creationTimestamp = w.now.toISOString();
-      (c as { status?: unknown }).status = { phase: "Pending" };
+      (c as { status?: unknown }).status = { phase: claimPhase };
     });
     setJob(w, jobOf(v1), { active: 1 });
     const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
@@ -275,6 +276,11 @@ describe("reconcileMLModel: the writes of each situation", () => {
         labels: { [labels.model]: "resnet", [labels.component]: "download", "job-name": jobOf(v1) },
       },
     } as KubeObject);
+    return w;
+  }
+
+  it("a download pod waiting for the new claim's volume: Downloading, looked at again when the grace ends (the claim's binding wakes it before), then Unschedulable", async () => {
+    const w = await downloadPodUnscheduledForClaim("Pending");
     const waiting = await w.reconcile();
     assert.deepEqual(waiting.writes, [], "said from the Job's creation: it waits for its volume");
     assert.equal(w.lastStatus()?.reason, "Downloading");
@@ -303,21 +309,7 @@ describe("reconcileMLModel: the writes of each situation", () => {
   });
 
   it("once the claim is bound, a download pod still showing the scheduler's old verdict is looked at again within seconds", async () => {
-    const w = world(v1);
-    await step(w);
-    w.update<KubeObject>(builtinKinds.PersistentVolumeClaim, "resnet-model", (c) => {
-      c.metadata.creationTimestamp = w.now.toISOString();
-      (c as { status?: unknown }).status = { phase: "Bound" };
-    });
-    setJob(w, jobOf(v1), { active: 1 });
-    const unbound = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
-    w.put(builtinKinds.Pod, {
-      ...pod("resnet-dl-0", "", { unschedulable: unbound }),
-      metadata: {
-        name: "resnet-dl-0",
-        labels: { [labels.model]: "resnet", [labels.component]: "download", "job-name": jobOf(v1) },
-      },
-    } as KubeObject);
+    const w = await downloadPodUnscheduledForClaim("Bound");
     const bound = await w.reconcile();
     assert.equal(w.lastStatus()?.reason, "Downloading");
     assert.deepEqual(
