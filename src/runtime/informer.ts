@@ -29,6 +29,8 @@ export type Transform<T extends KubeObject = KubeObject> = (obj: T) => T;
  * Writes watcher events into `store` and yields the resulting changes (pass-through style).
  * `transform` runs once per object before storing (default: strip managedFields).
  * After each (re)list it yields `{type: "synced"}` (also for an empty list, which has no changes).
+ * Its first list's changes are `initial`, a relist's are not (MemoryStore.replace): also when
+ * the store was filled before, by an earlier reflector (an optional kind served again).
  */
 export async function* reflector<T extends KubeObject>(
   store: MemoryStore<T>,
@@ -36,6 +38,7 @@ export async function* reflector<T extends KubeObject>(
   transform: Transform<T> = stripManagedFields,
 ): AsyncGenerator<StoreChange<T> | { type: "synced" }> {
   let buffer: T[] | undefined;
+  let listed = false;
   for await (const event of events) {
     switch (event.type) {
       case "init":
@@ -45,8 +48,9 @@ export async function* reflector<T extends KubeObject>(
         buffer?.push(transform(event.object));
         break;
       case "initDone":
-        yield* store.replace(buffer ?? []);
+        yield* store.replace(buffer ?? [], !listed);
         buffer = undefined;
+        listed = true;
         yield { type: "synced" };
         break;
       case "apply": {

@@ -127,15 +127,14 @@ export class MemoryStore<T extends KubeObject = KubeObject> implements Store<T> 
    * the store synced. Returns the difference, so handlers see deletes that happened while the
    * watch was down: without them a relist would lose deletions.
    *
-   * Only the first list's changes are `initial`. A relist's are what the watch missed while it
-   * was down (created, changed, deleted meanwhile), as live as its events, as in client-go
-   * (isInInitialList). Marked initial, they went to the work queue's low lane: 300 models
-   * created while a new custom resource's watch was being relisted were then served one in 11,
-   * behind their own children's events, and took 2 to 3 times the reconciles (bench/README.md,
-   * phase K).
+   * `initial`: whether this is a first list (by default, the store's first), whose changes are
+   * marked `initial`. A relist's are what the watch missed while it was down (created, changed,
+   * deleted meanwhile), as live as its events, as in client-go (isInInitialList). Marked
+   * initial, they went to the work queue's low lane: 300 models created while a new custom
+   * resource's watch was being relisted were then served one in 11, behind their own
+   * children's events, and took 2 to 3 times the reconciles (bench/README.md, phase K).
    */
-  replace(objects: T[]): StoreChange<T>[] {
-    const initial = !this.#synced;
+  replace(objects: T[], initial = !this.#synced): StoreChange<T>[] {
     const changes: StoreChange<T>[] = [];
     const seen = new Set<string>();
     for (const obj of objects) {

@@ -48,6 +48,20 @@ describe("reflector", () => {
     );
   });
 
+  it("a reflector's first list is initial even on a store listed before (an optional kind served again)", async () => {
+    const store = new MemoryStore();
+    store.replace([obj("ConfigMap", "a", "old", "1")]);
+    store.replace([]);
+    const events: WatcherEvent[] = [
+      { type: "init" },
+      { type: "initApply", object: obj("ConfigMap", "a", "back", "2") },
+      { type: "initDone", resourceVersion: "2" },
+    ];
+    const out: string[] = [];
+    for await (const c of reflector(store, from(events))) out.push(summary(c));
+    assert.deepEqual(out, ["add:back:initial", "synced"]);
+  });
+
   it("does not touch the store before initDone (readers never see half a list)", async () => {
     const store = new MemoryStore();
     store.replace([obj("ConfigMap", "a", "old", "1")]);
