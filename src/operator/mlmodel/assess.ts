@@ -12,7 +12,7 @@ import { failureToRecord, withRollback } from "../rollback.ts";
 import { claimBinding, computeStatus, type Observed } from "../status.ts";
 import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
-import { lookAgainMs, lookWhileClaimPendingMs } from "./download-pods.ts";
+import { lookGivenClaimMs } from "./download-pods.ts";
 import type { Observation } from "./observe.ts";
 import type { Synced } from "./sync.ts";
 
@@ -35,15 +35,12 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   // download pods waiting for their volumes cost 1.4 to 3.2 lists per model, 0.75 to 0.8 at
   // 30 s (bench/README.md phase J).
   const graceLeft = claimBinding(observed);
-  const claimBound = observed.storage?.status?.phase === "Bound";
-  const look = lookAgainMs(s.job, o.now);
   const lookAgain = earliest(
     graceLeft === undefined ? undefined : graceLeft + 100,
-    claimBound || look === undefined
-      ? look
-      : graceLeft === undefined
-        ? Math.max(look, lookWhileClaimPendingMs)
-        : undefined,
+    lookGivenClaimMs(s.job, o.now, {
+      bound: observed.storage?.status?.phase === "Bound",
+      podWaitsForIt: graceLeft !== undefined,
+    }),
   );
   if (lookAgain === undefined) return assessed;
   return { ...assessed, requeueAfterMs: earliest(assessed.requeueAfterMs, lookAgain) };

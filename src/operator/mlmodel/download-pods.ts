@@ -93,6 +93,21 @@ export function lookAgainMs(job: V1Job | undefined, now: string): number | undef
 }
 
 /**
+ * lookAgainMs, given the model's claim: while it is not bound, at least lookWhileClaimPendingMs
+ * (its binding wakes the model), and no look at all while the pod says it waits for that
+ * binding (status.ts, claimBinding: the end of its grace is looked at instead).
+ */
+export function lookGivenClaimMs(
+  job: V1Job | undefined,
+  now: string,
+  claim: { bound: boolean; podWaitsForIt: boolean },
+): number | undefined {
+  const look = lookAgainMs(job, now);
+  if (look === undefined || claim.bound) return look;
+  return claim.podWaitsForIt ? undefined : Math.max(look, lookWhileClaimPendingMs);
+}
+
+/**
  * Whether a look that lookAgainMs asked for may still be pending, though it would read nothing
  * new: the Job has a pod ready or succeeded now, or ended within the longest wait. The
  * reconcile that sees this withdraws it (reconcile.ts, replacesRequeue).
