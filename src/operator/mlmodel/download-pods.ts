@@ -1,6 +1,6 @@
 /**
  * A model's download pods, read from the API server only while one of its download Jobs needs
- * explaining. They are not watched (caches.ts, servingPodSelector): watched, each download
+ * explaining. They are not watched (caches.ts, watchedPodSelector): watched, each download
  * brought about 6 pod events (created, scheduled, running, succeeded, its Job's finalizer
  * removed, ...), a quarter of a downloaded model's events and about 3 ms of the operator's
  * CPU per model (issue 15, bench/README.md phase J). The Job's own status (watched) counts its
