@@ -321,13 +321,22 @@ function servingStep(o: Observed, p: Draft): number {
   return updated;
 }
 
-/** Replicas and ready replicas of every revision: the pods', or the Deployment's count of them (see Observed.pods). */
+/**
+ * Replicas and ready replicas of every revision: the pods', or the Deployment's count of them
+ * (see Observed.pods). Counted as the Deployment counts them, so that the two never disagree:
+ * pods that are not being deleted and have not ended (an evicted pod stays, Failed, until it is
+ * collected).
+ */
 function allReplicas(o: Observed): { replicas: number; ready: number } {
-  if (o.pods)
-    return {
-      replicas: o.pods.filter((pod) => !pod.metadata?.deletionTimestamp).length,
-      ready: o.pods.filter(isPodReady).length,
-    };
+  if (o.pods) {
+    const active = o.pods.filter(
+      (pod) =>
+        !pod.metadata?.deletionTimestamp &&
+        pod.status?.phase !== "Failed" &&
+        pod.status?.phase !== "Succeeded",
+    );
+    return { replicas: active.length, ready: active.filter(isPodReady).length };
+  }
   return { replicas: o.deployment?.status?.replicas ?? 0, ready: o.deployment?.status?.readyReplicas ?? 0 };
 }
 
