@@ -21,6 +21,7 @@ import type { MLModel } from "../../api/mlmodel.ts";
 import { builtinKinds, type KubeObject } from "../../runtime/index.ts";
 import { childNames, selectorString, servingSelector } from "../names.ts";
 import type { ModelClient, ReadContext } from "./context.ts";
+import { lookAfter } from "./download-pods.ts";
 import type { Observation } from "./observe.ts";
 
 /**
@@ -98,9 +99,6 @@ export async function listServingPods(
   return items;
 }
 
-/** The shortest and longest wait before an unsettled rollout's pods are looked at again. */
-export const lookAgainBoundsMs = { min: 5_000, max: 60_000 } as const;
-
 /**
  * When to look again at the pods of a rollout that is not settled: after a quarter of the time
  * the model has not been serving (its ServingReady condition False since, or just now when it
@@ -117,9 +115,7 @@ export function lookAgainMs(
   if (!needsServingPods(deployment)) return undefined;
   const serving = model.status?.conditions?.find((c) => c.type === "ServingReady");
   const since = serving?.status === "False" ? Date.parse(serving.lastTransitionTime ?? "") : Number.NaN;
-  const age = Date.parse(now) - since;
-  if (Number.isNaN(age)) return lookAgainBoundsMs.min;
-  return Math.min(lookAgainBoundsMs.max, Math.max(lookAgainBoundsMs.min, Math.round(age / 4)));
+  return lookAfter(Date.parse(now) - since);
 }
 
 /**

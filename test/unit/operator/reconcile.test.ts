@@ -29,7 +29,6 @@ import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { lookAgainBoundsMs, lookWhileClaimPendingMs } from "../../../src/operator/mlmodel/download-pods.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
 import { countsSettleMs, downloadCountsSettleMs } from "../../../src/operator/mlmodel/report.ts";
-import { lookAgainBoundsMs as servingLookBoundsMs } from "../../../src/operator/mlmodel/serving-pods.ts";
 import { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
 import { childNames, labels } from "../../../src/operator/names.ts";
 import { contentHash } from "../../../src/operator/plan.ts";
@@ -509,7 +508,7 @@ describe("reconcileMLModel: the writes of each situation", () => {
       ["Warning CrashLoopBackOff", "Warning RolledBack"],
     );
     // The rollback is a rollout whose pods are not watched: looked at again (serving-pods.ts).
-    assert.deepEqual(served.result, { requeueAfterMs: servingLookBoundsMs.min });
+    assert.deepEqual(served.result, { requeueAfterMs: lookAgainBoundsMs.min });
   });
 
   it("revisions beyond the history limit go at once, Ready or not; never the last ready one", async () => {

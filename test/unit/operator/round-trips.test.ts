@@ -11,9 +11,9 @@ import pino from "pino";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
 import type { ModelClient } from "../../../src/operator/mlmodel/context.ts";
+import { lookAgainBoundsMs } from "../../../src/operator/mlmodel/download-pods.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import { countsSettleMs, rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
-import { lookAgainBoundsMs as servingLookBoundsMs } from "../../../src/operator/mlmodel/serving-pods.ts";
 import { jobWakes, OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
 import { childNames } from "../../../src/operator/names.ts";
 import { contentHash } from "../../../src/operator/plan.ts";
@@ -238,7 +238,7 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
     const back = await w.reconcile();
     assert.deepEqual(back.writes, [], "the status already says it");
     // Only the look at the rollout's pods is left (they are not watched: serving-pods.ts).
-    assert.deepEqual(back.result, { replacesRequeue: true, requeueAfterMs: servingLookBoundsMs.min });
+    assert.deepEqual(back.result, { replacesRequeue: true, requeueAfterMs: lookAgainBoundsMs.min });
   });
 
   it("a held model deleted: the hold forgotten and its requeue withdrawn", async () => {

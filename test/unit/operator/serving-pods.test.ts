@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Deployment } from "@kubernetes/client-node";
 import type { MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { lookAgainBoundsMs } from "../../../src/operator/mlmodel/download-pods.ts";
 import {
   deploymentSettled,
-  lookAgainBoundsMs,
   lookAgainMs,
   needsServingPods,
 } from "../../../src/operator/mlmodel/serving-pods.ts";
