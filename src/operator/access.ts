@@ -51,7 +51,7 @@ export const operatorAccess: Access[] = [
   {
     kind: builtinKinds.Pod,
     verbs: read,
-    why: "truthful status: readiness, crash loops, image pulls, scheduling (serving pods watched; a download Job's listed while it has no pod ready or failed)",
+    why: "truthful status: readiness, crash loops, image pulls, scheduling (a canary's pods watched; the serving pods listed while their Deployment has not settled; a download Job's while it has no pod ready or failed)",
   },
   // Create only: a model URI with credentials in it (a pre-signed URL, a SAS) is kept in a
   // Secret of its revision, which the download Job reads (mlmodel/syncers/uri-secret.ts). Never patch, update

@@ -1,6 +1,8 @@
 /**
  * The MLModel's status as a pure function of what the operator observed. It never claims more
- * than it saw: Ready needs every desired replica of the current revision ready, as pods say.
+ * than it saw: Ready needs every desired replica of the current revision ready, as its pods say,
+ * or as its Deployment says once it has settled (mlmodel/serving-pods.ts: the pods are then not
+ * read).
  */
 import type {
   V1Deployment,
@@ -15,7 +17,7 @@ import { redactText, redactUri } from "../downloader/redact.ts";
 import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
 import { defaults, type ServingPlan } from "./plan.ts";
-import { isPodReady, podProblem, terminationMessage } from "./pods.ts";
+import { isPodReady, type PodProblem, podProblem, terminationMessage } from "./pods.ts";
 
 /** A referenced object that does not exist (or lacks the key we need). */
 export interface MissingDependency {
@@ -41,8 +43,12 @@ export interface Observed {
   jobPods: readonly V1Pod[];
   /** The model's Deployment (with a canary, the stable one). */
   deployment?: V1Deployment;
-  /** Serving pods of this model, every revision (a canary's too). */
-  pods: readonly V1Pod[];
+  /**
+   * Serving pods of this model, every revision (a canary's too). Undefined when not read:
+   * then the Deployment's own counts say all about them (it has settled, or the Deployment
+   * controller has not seen it yet, so it has no pod: mlmodel/serving-pods.ts).
+   */
+  pods: readonly V1Pod[] | undefined;
   service?: V1Service;
 }
 
@@ -235,33 +241,57 @@ export function claimBinding(o: Observed, problem = podProblem(o.jobPods)): numb
   return left > 0 ? left : undefined;
 }
 
-/** Returns the serving pods of the current revision (the Deployment's own: a canary's are judged apart). */
-function servingStep(o: Observed, p: Draft): V1Pod[] {
+/** The serving revision a Deployment's pod template runs (its revision label). */
+export function deploymentRevision(d: V1Deployment): string | undefined {
+  return d.spec?.template?.metadata?.labels?.[labels.revision];
+}
+
+/**
+ * The current revision's replicas and ready replicas: from its pods when they were read, else
+ * from the Deployment, whose counts are then exact (see Observed.pods): all of its pods run
+ * its template, which is the current revision or not.
+ */
+function currentReplicas(
+  o: Observed,
+  d: V1Deployment,
+): { updated: number; ready: number; problem?: PodProblem } {
+  if (o.pods) {
+    const current = o.pods.filter(
+      (pod) => pod.metadata?.labels?.[labels.revision] === o.revision && !pod.metadata?.labels?.[trackLabel],
+    );
+    const problem = podProblem(current);
+    return {
+      updated: current.length,
+      ready: current.filter(isPodReady).length,
+      ...(problem ? { problem } : {}),
+    };
+  }
+  if (deploymentRevision(d) !== o.revision) return { updated: 0, ready: 0 };
+  return { updated: d.status?.updatedReplicas ?? 0, ready: d.status?.readyReplicas ?? 0 };
+}
+
+/** Returns how many serving replicas run the current revision (the Deployment's own: a canary's are judged apart). */
+function servingStep(o: Observed, p: Draft): number {
   const d = o.deployment;
-  const current = o.pods.filter(
-    (pod) => pod.metadata?.labels?.[labels.revision] === o.revision && !pod.metadata?.labels?.[trackLabel],
-  );
   if (!d) {
     set(p, "ServingReady", false, "Deploying", "creating the serving Deployment");
     decide(p, "Deploying", "creating the serving Deployment", "Deploying");
-    return current;
+    return 0;
   }
   const desired = d.spec?.replicas ?? 1;
-  const readyCurrent = current.filter(isPodReady).length;
+  const { updated, ready: readyCurrent, problem } = currentReplicas(o, d);
   const progressing = d.status?.conditions?.find((c) => c.type === "Progressing");
   const name = d.metadata?.name;
   if (progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded") {
-    const detail = podProblem(current);
-    const message = `Deployment ${name} made no progress within ${d.spec?.progressDeadlineSeconds}s${detail ? `: ${detail.message}` : ""}`;
+    const message = `Deployment ${name} made no progress within ${d.spec?.progressDeadlineSeconds}s${problem ? `: ${problem.message}` : ""}`;
     set(p, "ServingReady", false, "ProgressDeadlineExceeded", message);
     decide(p, "ProgressDeadlineExceeded", message);
-    return current;
+    return updated;
   }
-  const problem = podProblem(current);
   if (problem) {
     set(p, "ServingReady", false, problem.reason, problem.message);
     decide(p, problem.reason, problem.message);
-    return current;
+    return updated;
   }
   if (desired === 0) {
     // Deliberate, not a fault: the Service (and status.url) stay, so scaling up needs no new URL.
@@ -269,7 +299,7 @@ function servingStep(o: Observed, p: Draft): V1Pod[] {
       "scaled to zero (spec.replicas or spec.autoscaling.minReplicas is 0): no replica serves; the Service and URL are kept; scale up with kubectl scale mlmodel NAME --replicas=N";
     set(p, "ServingReady", false, "ScaledToZero", message);
     decide(p, "ScaledToZero", message, "Pending");
-    return current;
+    return updated;
   }
   // Rollout complete, as `kubectl rollout status` judges it, and confirmed by the pods.
   const s = d.status ?? {};
@@ -288,7 +318,26 @@ function servingStep(o: Observed, p: Draft): V1Pod[] {
     set(p, "ServingReady", false, "ReplicasNotReady", message);
     decide(p, "ReplicasNotReady", message, "Deploying");
   }
-  return current;
+  return updated;
+}
+
+/**
+ * Replicas and ready replicas of every revision: the pods', or the Deployment's count of them
+ * (see Observed.pods). Counted as the Deployment counts them, so that the two never disagree:
+ * pods that are not being deleted and have not ended (an evicted pod stays, Failed, until it is
+ * collected).
+ */
+function allReplicas(o: Observed): { replicas: number; ready: number } {
+  if (o.pods) {
+    const active = o.pods.filter(
+      (pod) =>
+        !pod.metadata?.deletionTimestamp &&
+        pod.status?.phase !== "Failed" &&
+        pod.status?.phase !== "Succeeded",
+    );
+    return { replicas: active.length, ready: active.filter(isPodReady).length };
+  }
+  return { replicas: o.deployment?.status?.replicas ?? 0, ready: o.deployment?.status?.readyReplicas ?? 0 };
 }
 
 function urls(o: Observed): Pick<MLModelStatus, "url" | "restURL" | "grpcURL"> {
@@ -333,7 +382,7 @@ export function computeStatus(o: Observed): MLModelStatus {
   const previous = o.model.status;
   const p: Draft = { conditions: new Map() };
   let download: MLModelStatus["download"];
-  let current: V1Pod[] = [];
+  let updated = 0;
 
   if (o.planFailure) {
     set(p, "RuntimeResolved", false, o.planFailure.reason, o.planFailure.message);
@@ -347,11 +396,11 @@ export function computeStatus(o: Observed): MLModelStatus {
     } else {
       set(p, "DependenciesReady", true, "Found", "referenced Secrets, ConfigMaps and claims exist");
       download = downloadStep(o, p, o.downloadPlan ?? o.plan);
-      if (!p.verdict) current = servingStep(o, p);
+      if (!p.verdict) updated = servingStep(o, p);
     }
   }
 
-  const readyPods = o.pods.filter(isPodReady).length;
+  const { replicas, ready: readyPods } = allReplicas(o);
   const deletion = o.model.metadata.deletionTimestamp;
   let verdict: Verdict = p.verdict ?? {
     phase: "Ready",
@@ -385,9 +434,9 @@ export function computeStatus(o: Observed): MLModelStatus {
     message: verdict.message,
     conditions: withTransitions(previous?.conditions, p, o),
     observedGeneration: o.model.metadata.generation ?? 0,
-    replicas: o.pods.filter((pod) => !pod.metadata?.deletionTimestamp).length,
+    replicas,
     readyReplicas: readyPods,
-    updatedReplicas: current.length,
+    updatedReplicas: updated,
     selector: selectorString(servingSelector(o.model.metadata.name!)),
     ...(o.plan ? { runtime: o.plan.runtime.ref } : {}),
     ...(o.plan?.spec.model.version ? { modelVersion: o.plan.spec.model.version } : {}),

@@ -14,6 +14,7 @@ import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
 import { lookGivenClaimMs } from "./download-pods.ts";
 import type { Observation } from "./observe.ts";
+import { lookAgainMs as servingLookAgainMs } from "./serving-pods.ts";
 import type { Synced } from "./sync.ts";
 
 export interface Assessment {
@@ -34,13 +35,18 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   // the pod says it waits for that binding (claimBinding). Looked at every 5 s instead, 300
   // download pods waiting for their volumes cost 1.4 to 3.2 lists per model, 0.75 to 0.8 at
   // 30 s (bench/README.md phase J).
+  // The serving pods of a rollout that has not settled are looked at again too, for the same
+  // reason: they are not watched either (serving-pods.ts).
   const graceLeft = claimBinding(observed);
   const lookAgain = earliest(
-    graceLeft === undefined ? undefined : graceLeft + 100,
-    lookGivenClaimMs(s.job, o.now, {
-      bound: observed.storage?.status?.phase === "Bound",
-      podWaitsForIt: graceLeft !== undefined,
-    }),
+    earliest(
+      graceLeft === undefined ? undefined : graceLeft + 100,
+      lookGivenClaimMs(s.job, o.now, {
+        bound: observed.storage?.status?.phase === "Bound",
+        podWaitsForIt: graceLeft !== undefined,
+      }),
+    ),
+    servingLookAgainMs(observed.deployment, o.model, o.now),
   );
   if (lookAgain === undefined) return assessed;
   return { ...assessed, requeueAfterMs: earliest(assessed.requeueAfterMs, lookAgain) };
@@ -71,7 +77,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
     job: s.job,
     jobPods: o.downloadPods.filter((p) => jobName && p.metadata?.labels?.["job-name"] === jobName),
     deployment: s.serving.deployments.find((x) => x.metadata?.name === childNames.deployment(name)),
-    pods: o.pods.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
+    pods: o.pods?.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
   };
 }

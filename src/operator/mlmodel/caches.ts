@@ -10,10 +10,10 @@ import {
   type CacheOptions,
   type IndexFunc,
   type KubeObject,
-  keyString,
   type Request,
   type ResourceKind,
 } from "../../runtime/index.ts";
+import { trackLabel } from "../canary/desired.ts";
 import { labels } from "../names.ts";
 
 /** An object a model spec names in its own namespace. */
@@ -76,28 +76,22 @@ export function uriSecretModelKeys(secret: Readonly<KubeObject>): string[] {
   return model ? [`${secret.metadata.namespace}/${model}`] : [];
 }
 
-/** Index of our serving pods by "namespace/model" (their model label). */
-export const podsByModelIndex = "pods-by-model";
-
 /** The MLModel a pod of ours belongs to (its model label), if any. */
 export function modelOfPod(pod: Readonly<KubeObject>): Request | undefined {
   const name = pod.metadata.labels?.[labels.model];
   return name ? { namespace: pod.metadata.namespace, name } : undefined;
 }
 
-export function podModelKeys(pod: Readonly<KubeObject>): string[] {
-  const model = modelOfPod(pod);
-  return model ? [keyString(model)] : [];
-}
-
 /**
- * The pods the Pod cache watches: the model's pods but its download pods. A download pod is
- * read only when its Job needs explaining (download-pods.ts): its Job's status counts
- * the rest. Watched, a download pod brought about 6 events (created, scheduled, running,
- * succeeded, its Job's finalizer removed, ...), a quarter of a downloaded model's events and
- * about 3 ms of the operator's CPU per model (issue 15, bench/README.md phase J).
+ * The pods the Pod cache watches: a canary's only. Its restarts, readiness and the time it
+ * turned unready decide whether a canary goes on (canary/health.ts), so each change of them
+ * wakes its model at once. Every other pod of ours is read only when status needs it: a
+ * serving pod while its Deployment has not settled (serving-pods.ts), a download pod while its
+ * Job needs explaining (download-pods.ts). Watched, serving pods brought 3 of an image-path
+ * model's 10 events, and download pods 6 of a downloaded model's 25 (issue 15, bench/README.md
+ * phases J and L).
  */
-export const servingPodSelector = `${labels.model},${labels.component}!=download`;
+export const watchedPodSelector = `${labels.model},${trackLabel}=canary`;
 
 /** Caches with options of their own (the children's are plain, indexed by owner). */
 export const modelCaches: readonly { kind: ResourceKind; options: CacheOptions }[] = [
@@ -106,10 +100,7 @@ export const modelCaches: readonly { kind: ResourceKind; options: CacheOptions }
     kind: builtinKinds.Secret,
     options: { transform: secretWithoutValues, indexes: { [uriSecretsByModelIndex]: uriSecretModelKeys } },
   },
-  // Only serving pods we started: the operator never holds every pod of the cluster in memory.
-  // Indexed by model, so a reconcile reads its own pods instead of scanning its namespace's.
-  {
-    kind: builtinKinds.Pod,
-    options: { labelSelector: servingPodSelector, indexes: { [podsByModelIndex]: podModelKeys } },
-  },
+  // Only canary pods: the operator never holds every pod of the cluster, nor every pod of its
+  // own, in memory. Nothing reads this cache: its watch only wakes the canary's model.
+  { kind: builtinKinds.Pod, options: { labelSelector: watchedPodSelector } },
 ];

@@ -46,6 +46,19 @@ export function usesCanary(model: MLModel): boolean {
   return model.spec.rollout?.canary !== undefined || model.status?.canary !== undefined;
 }
 
+/**
+ * The serving pods of a model that uses a canary: observe reads them for every such model
+ * (serving-pods.ts). Missing, they would read as none ready, so a bug is an error, never a
+ * canary judged on no pods.
+ */
+function servingPods(o: Observation): readonly V1Pod[] {
+  if (!o.pods)
+    throw new Error(
+      `the serving pods of ${o.key} were not read: observe reads them for every model that uses a canary`,
+    );
+  return o.pods;
+}
+
 export function isCanaryPod(pod: V1Pod): boolean {
   return pod.metadata?.labels?.[trackLabel] === "canary";
 }
@@ -124,7 +137,7 @@ export function decideCanaryStage(o: Observation, input: CanaryDecideInput): Can
   const mode: SplitMode = steps?.gateway ? "GatewayAPI" : "Replicas";
   const { stable: stableLive, canary: canaryLive } = deploymentsOf(o.children, name);
   const scale = scaleOf(model.spec, stableLive);
-  const canaryPods = o.pods.filter(
+  const canaryPods = servingPods(o).filter(
     (p) => isCanaryPod(p) && p.metadata?.labels?.[labels.revision] === specRevision,
   );
   const numbers = revisionNumbers(o.children.revisions, input.revisionToRecord);
@@ -297,7 +310,9 @@ export function desiredCanaryServing(o: Observation, stage: CanaryStage, owner: 
   const { stable, canary } = deploymentsOf(o.children, name);
   const autoscaler = o.children.autoscalers.find((a) => a.metadata?.name === childNames.autoscaler(name));
   const canaryRuns = serve.kind === "single" ? undefined : serve.canary;
-  const ready = o.pods.filter((p) => p.metadata?.labels?.[labels.component] === "server" && isPodReady(p));
+  const ready = servingPods(o).filter(
+    (p) => p.metadata?.labels?.[labels.component] === "server" && isPodReady(p),
+  );
   const children = desiredCanaryChildren({
     serve,
     stablePlan: plan,
@@ -395,7 +410,7 @@ function servingNow(
 ): ReturnType<typeof servingRevisions> {
   const name = o.model.metadata.name!;
   const numbers = revisionNumbers(revisions, undefined);
-  const pods = o.pods.filter(
+  const pods = servingPods(o).filter(
     (p) => p.metadata?.labels?.[labels.component] === "server" && !p.metadata?.deletionTimestamp,
   );
   const observe = (deployment: V1Deployment | undefined, canaryTrack: boolean) => {

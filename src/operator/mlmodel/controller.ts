@@ -75,6 +75,7 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .owns(builtinKinds.ControllerRevision, owned(builtinKinds.ControllerRevision, specWakes))
     // A canary's traffic split, watched only while the cluster serves the Gateway API.
     .owns(httpRouteKind, { optional: true, ...owned(httpRouteKind) })
+    // A canary's pods (the only ones cached, caches.ts): their restarts and readiness.
     .watches(
       builtinKinds.Pod,
       (pod) => {

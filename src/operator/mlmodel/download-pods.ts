@@ -1,6 +1,6 @@
 /**
  * A model's download pods, read from the API server only while one of its download Jobs needs
- * explaining. They are not watched (caches.ts, servingPodSelector): watched, each download
+ * explaining. They are not watched (caches.ts, watchedPodSelector): watched, each download
  * brought about 6 pod events (created, scheduled, running, succeeded, its Job's finalizer
  * removed, ...), a quarter of a downloaded model's events and about 3 ms of the operator's
  * CPU per model (issue 15, bench/README.md phase J). The Job's own status (watched) counts its
@@ -87,9 +87,17 @@ export const lookWhileClaimPendingMs = 30_000;
  */
 export function lookAgainMs(job: V1Job | undefined, now: string): number | undefined {
   if (!job || !waitsForPod(job)) return undefined;
-  const age = ageMs(job, now);
-  if (Number.isNaN(age)) return lookAgainBoundsMs.min;
-  return Math.min(lookAgainBoundsMs.max, Math.max(lookAgainBoundsMs.min, Math.round(age / 4)));
+  return lookAfter(ageMs(job, now));
+}
+
+/**
+ * After a quarter of how long a wait has lasted, between lookAgainBoundsMs (the shortest when
+ * its age is unknown, NaN): soon while it is new, once a minute when it is old. Also the
+ * serving pods' looks (serving-pods.ts).
+ */
+export function lookAfter(ageMs: number): number {
+  if (Number.isNaN(ageMs)) return lookAgainBoundsMs.min;
+  return Math.min(lookAgainBoundsMs.max, Math.max(lookAgainBoundsMs.min, Math.round(ageMs / 4)));
 }
 
 /**

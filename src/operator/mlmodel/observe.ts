@@ -1,9 +1,11 @@
 /**
  * Stage 1, observe: everything one reconcile reads, gathered once into plain data: from the
  * shared caches, and from the API server only the model's download pods, while one of its
- * download Jobs needs explaining (download-pods.ts: they are not cached). No stage after this
- * one reads a cache or the API server, so what the reconcile decides is a function of this
- * snapshot.
+ * download Jobs needs explaining (download-pods.ts), and its serving pods when it uses a
+ * canary (serving-pods.ts): neither is cached. No stage after this one reads a cache, and
+ * only one reads the API server: a model's serving pods, after sync, while its Deployment
+ * has not settled (serving-pods.ts, withServingPods). So what the reconcile decides is a
+ * function of this snapshot.
  */
 import type {
   V1ControllerRevision,
@@ -27,10 +29,11 @@ import {
 } from "../../runtime/index.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
-import { podsByModelIndex, referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
-import { type CanaryObservation, observeCanary } from "./canary.ts";
+import { referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
+import { type CanaryObservation, observeCanary, usesCanary } from "./canary.ts";
 import type { ReadContext, WrittenStatuses } from "./context.ts";
 import { readDownloadPods } from "./download-pods.ts";
+import { listServingPods } from "./serving-pods.ts";
 
 /** A referenced object that exists: what the operator may know of it (a Secret's values never). */
 export interface Reference {
@@ -71,8 +74,12 @@ export interface Observation {
    */
   references: ReadonlyMap<string, Reference>;
   children: Children;
-  /** The model's serving pods, of every revision (a canary's too). */
-  pods: readonly V1Pod[];
+  /**
+   * The model's serving pods, of every revision (a canary's too): read here when the model
+   * uses a canary, else after sync while its Deployment has not settled (serving-pods.ts);
+   * undefined when not read.
+   */
+  pods: readonly V1Pod[] | undefined;
   /** The model's download pods, of every Job, read only while a Job needs them (download-pods.ts); else none. */
   downloadPods: readonly V1Pod[];
   /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */
@@ -117,9 +124,9 @@ export async function observe(
     },
     references: referencedObjects(ctx, model, children.revisions),
     children,
-    pods: ctx
-      .cache(builtinKinds.Pod)
-      .byIndex(podsByModelIndex, `${ns}/${model.metadata.name}`) as unknown as readonly V1Pod[],
+    pods: usesCanary(model)
+      ? await listServingPods(ctx.client, { namespace: ns, name: model.metadata.name! }, ctx.signal)
+      : undefined,
     downloadPods: await readDownloadPods(
       ctx.client,
       { namespace: ns, name: model.metadata.name! },

@@ -5,7 +5,8 @@
  *                          download Job's pods while they explain it: download-pods.ts)
  *   decide   (decide.ts)   pure: the plan, the spec's revision, a rollback, missing references
  *   sync     (sync.ts)     one syncer per concern (syncers/): revision, URI Secrets, storage,
- *                          download, serving
+ *                          download, serving; then the serving pods, read while the Deployment
+ *                          as synced has not settled (serving-pods.ts)
  *   assess   (assess.ts)   pure: the status, with revision numbers and the rollback
  *   cleanup  (cleanup.ts)  revisions beyond the history; once Ready, old Jobs, claims, storage
  *   report   (report.ts)   the status write and its Event, only when the status changed
@@ -23,6 +24,7 @@ import { decide } from "./decide.ts";
 import { lookNoLongerNeeded } from "./download-pods.ts";
 import { observe } from "./observe.ts";
 import { type HeldRollouts, report } from "./report.ts";
+import { modelDeployment, servingLookNoLongerNeeded, withServingPods } from "./serving-pods.ts";
 import { type SyncOptions, syncChildren } from "./sync.ts";
 
 export interface ReconcileOptions extends SyncOptions {
@@ -53,9 +55,10 @@ export async function reconcileMLModel(
   }
   const decision = decide(observed);
   const synced = await syncChildren(ctx, observed, decision, options);
-  const { status, requeueAfterMs } = assess(observed, decision, synced);
-  await cleanup(ctx, cleanupSteps(observed, decision, synced, status, options));
-  const deferredMs = await report(ctx, observed, status, options.writtenStatus, held);
+  const seen = await withServingPods(ctx, observed, synced.serving.deployments);
+  const { status, requeueAfterMs } = assess(seen, decision, synced);
+  await cleanup(ctx, cleanupSteps(seen, decision, synced, status, options));
+  const deferredMs = await report(ctx, seen, status, options.writtenStatus, held);
   const after = earliest(requeueAfterMs ?? (synced.retryLater ? replaceJobAfterMs : undefined), deferredMs);
   // A held rollout that ended here (Ready came first, or a status written at once) asked the
   // queue back for the end of its hold: a reconcile that would write nothing. So did a change
@@ -68,8 +71,12 @@ export async function reconcileMLModel(
     (wasHeld && !held?.has(key)) ||
     (countsWereHeld && options.writtenStatus?.get(key)?.countsSince === undefined);
   // So did a download Job with no pod ready (download-pods.ts, lookAgainMs): once it has one,
-  // or has ended, that look would read nothing new.
-  const lookEnded = lookNoLongerNeeded(synced.job, observed.now);
+  // or has ended, that look would read nothing new. So did the look at an unsettled
+  // rollout's pods (serving-pods.ts, lookAgainMs), asked while the model was not Ready: once
+  // its Deployment has settled.
+  const lookEnded =
+    lookNoLongerNeeded(synced.job, observed.now) ||
+    servingLookNoLongerNeeded(observed.model, modelDeployment(observed.model, synced.serving.deployments));
   const replaces = holdEnded || lookEnded ? { replacesRequeue: true } : undefined;
   return after === undefined ? replaces : { requeueAfterMs: after, ...replaces };
 }

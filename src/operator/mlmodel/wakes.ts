@@ -59,6 +59,7 @@ interface DeploymentStatusLike {
   observedGeneration?: number;
   replicas?: number;
   updatedReplicas?: number;
+  readyReplicas?: number;
   availableReplicas?: number;
   conditions?: ConditionLike[];
 }
@@ -67,12 +68,13 @@ interface DeploymentStatusLike {
  * What of a Deployment's status the reconcile reads: whether its rollout is complete, as
  * status.ts judges it (every desired replica updated and available, for the generation) and
  * as a canary's split does (canary/desired.ts, splitView: updated, none of an older revision
- * left), and whether its progress deadline passed (status.ts, canary/health.ts). Nothing else
- * of it: the model's replica counts and readiness come from its pods (podWakes). The
- * Deployment controller updates a new Deployment's status 3 or 4 times before it is rolled
- * out (a ReplicaSet created, unavailable replicas counted, the Available condition, ...); each
- * woke its model to write nothing (issue 15: at N = 20 on an idle cluster, 7 to 10 reconciles
- * per model). The desired count is the spec's (a change of it bumps the generation).
+ * left); whether its progress deadline passed (status.ts, canary/health.ts); and the counts of
+ * its pods: the model's serving pods are not watched (serving-pods.ts), so these counts are
+ * what says a pod was created, turned ready or stopped being ready, and whether the Deployment
+ * has settled (its counts are then the model's, and its pods are not read). Not its
+ * conditions' times, nor `availableReplicas` apart from the rollout, nor `unavailableReplicas`
+ * (they follow the counts read). The desired count is the spec's (a change of it bumps the
+ * generation).
  */
 function deploymentStatusRead(o: Readonly<Child>): unknown {
   const s = (o.status ?? {}) as DeploymentStatusLike;
@@ -85,6 +87,9 @@ function deploymentStatusRead(o: Readonly<Child>): unknown {
     observed && updated && noneOlder && (s.availableReplicas ?? 0) >= desired,
     observed && updated && noneOlder,
     progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded",
+    s.replicas ?? 0,
+    s.updatedReplicas ?? 0,
+    s.readyReplicas ?? 0,
   ];
 }
 
@@ -175,8 +180,8 @@ function podConditionsRead(conditions: readonly V1PodCondition[] | undefined): u
 }
 
 /**
- * Pods (serving pods: download pods are not watched, caches.ts): an update that changed what
- * is read of them: labels, deletion, phase, the conditions read (podConditionsRead), and each
+ * Pods (a canary's: no other pod is watched, caches.ts): an update that changed what is read
+ * of them: labels, deletion, phase, the conditions read (podConditionsRead), and each
  * container's state as pods.ts judges it.
  */
 export const podWakes: Predicate = selectedChangedPredicate<

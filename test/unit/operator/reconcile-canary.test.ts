@@ -69,11 +69,17 @@ function rolledOut(w: World, name: string, replicas?: number): void {
     revision = d.spec?.template.metadata?.labels?.[labels.revision] ?? "";
     count = replicas ?? d.spec?.replicas ?? 1;
     d.metadata.generation = 1;
-    d.status = { observedGeneration: 1, replicas: count, updatedReplicas: count, availableReplicas: count };
+    d.status = {
+      observedGeneration: 1,
+      replicas: count,
+      updatedReplicas: count,
+      readyReplicas: count,
+      availableReplicas: count,
+    };
   });
   const canary = name.endsWith("-canary");
   const track = (p: KubeObject) => p.metadata.labels?.[trackLabel] === "canary";
-  for (const p of w.store(builtinKinds.Pod).list("ml"))
+  for (const p of w.list(builtinKinds.Pod))
     if (track(p as KubeObject) === canary) w.remove(builtinKinds.Pod, p.metadata.name!);
   for (let i = 0; i < count; i++) {
     const p = pod(`${name}-${revision}-${i}`, revision, { ready: true }) as KubeObject;
@@ -225,7 +231,12 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
     w.settle();
     assert.deepEqual(done.writes, ["applyStatus MLModel/resnet"]);
     assert.equal(w.lastStatus()?.revision?.lastReady, X);
-    assert.deepEqual(done.result, { requeueAfterMs: canaryRecheckMs }, "the promotion's end is judged next");
+    assert.deepEqual(
+      done.result,
+      // The look at the stable's rolling pods (serving-pods.ts) is withdrawn: it has settled.
+      { requeueAfterMs: canaryRecheckMs, replacesRequeue: true },
+      "the promotion's end is judged next",
+    );
 
     // ... and the next reconcile ends the canary: its Deployment and Services go.
     w.events.length = 0;
@@ -248,7 +259,7 @@ describe("reconcileMLModel with a canary: 20 % by replicas, promoted", () => {
     );
 
     // The garbage collector removes the canary's pods: the status counts the stable's alone.
-    for (const p of w.store(builtinKinds.Pod).list("ml"))
+    for (const p of w.list(builtinKinds.Pod))
       if (p.metadata.labels?.[trackLabel]) w.remove(builtinKinds.Pod, p.metadata.name!);
     assert.deepEqual(await step(w), ["applyStatus MLModel/resnet"]);
     assert.deepEqual(

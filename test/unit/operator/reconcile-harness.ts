@@ -367,6 +367,11 @@ export class World {
     this.store(kind).apply(declared?.transform ? (declared.transform(stored) as KubeObject) : stored);
   }
 
+  /** Every object of `kind` in the cluster, cached or not (pods: only a canary's are cached). */
+  list(kind: ResourceKind): readonly Readonly<KubeObject>[] {
+    return [...this.store(kind).list(), ...this.#uncachedStore(kind).list()];
+  }
+
   get<T extends KubeObject = KubeObject>(kind: ResourceKind, name: string): T | undefined {
     const key = { namespace, name };
     const obj = this.store(kind).get(key) ?? this.#uncachedStore(kind).get(key);
@@ -447,7 +452,10 @@ export class World {
       if (w.verb === "delete") this.remove(w.kind, w.name);
       else if (w.verb === "apply" || w.verb === "create") {
         const before = this.get(w.kind, w.name);
-        this.put(w.kind, { ...(w.body as KubeObject), ...statusOf(before) }, w.resourceVersion);
+        const after = { ...(w.body as KubeObject), ...statusOf(before) };
+        if (w.kind.kind === "Deployment")
+          after.metadata = { ...after.metadata, generation: generationAfter(before, after) };
+        this.put(w.kind, after, w.resourceVersion);
       } else {
         const patch = (w.body as { status?: Record<string, unknown> }).status ?? {};
         const m = this.get<MLModel>(mlModelKind, w.name);
@@ -504,6 +512,17 @@ const ownedKinds = new Set([
   "ControllerRevision",
   "HTTPRoute",
 ]);
+
+/**
+ * A Deployment's generation after a write, as the API server keeps it: 1 when created, one
+ * more for each change of its spec (status reads it: serving-pods.ts, deploymentSettled).
+ */
+function generationAfter(before: KubeObject | undefined, after: KubeObject): number {
+  if (!before) return 1;
+  const generation = before.metadata.generation ?? 1;
+  const spec = (o: KubeObject) => JSON.stringify((o as { spec?: unknown }).spec);
+  return spec(before) === spec(after) ? generation : generation + 1;
+}
 
 function statusOf(obj: KubeObject | undefined): { status?: unknown } {
   const status = (obj as { status?: unknown } | undefined)?.status;

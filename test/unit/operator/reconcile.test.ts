@@ -16,7 +16,6 @@ import { uriSecretKey, uriSecretType } from "../../../src/operator/desired.ts";
 import {
   modelOfPod,
   modelReferences,
-  podModelKeys,
   secretWithoutValues,
   uriSecretModelKeys,
 } from "../../../src/operator/mlmodel/caches.ts";
@@ -92,7 +91,13 @@ const failed = {
 function rolledOut(w: World, revision: string, replicas = 1): void {
   w.update<KubeObject & V1Deployment>(builtinKinds.Deployment, "resnet", (d) => {
     d.metadata.generation = 1;
-    d.status = { observedGeneration: 1, replicas, updatedReplicas: replicas, availableReplicas: replicas };
+    d.status = {
+      observedGeneration: 1,
+      replicas,
+      updatedReplicas: replicas,
+      readyReplicas: replicas,
+      availableReplicas: replicas,
+    };
   });
   for (let i = 0; i < replicas; i++)
     w.put(builtinKinds.Pod, pod(`resnet-${revision}-${i}`, revision, { ready: true }) as KubeObject);
@@ -502,7 +507,8 @@ describe("reconcileMLModel: the writes of each situation", () => {
       w.events.map((e) => `${e.type} ${e.reason}`),
       ["Warning CrashLoopBackOff", "Warning RolledBack"],
     );
-    assert.equal(served.result, undefined);
+    // The rollback is a rollout whose pods are not watched: looked at again (serving-pods.ts).
+    assert.deepEqual(served.result, { requeueAfterMs: lookAgainBoundsMs.min });
   });
 
   it("revisions beyond the history limit go at once, Ready or not; never the last ready one", async () => {
@@ -813,14 +819,12 @@ describe("reconcileMLModel: a model URI with credentials in it (a pre-signed URL
 });
 
 describe("the stages alone", () => {
-  it("pods map to their model one way, for the index and the watch alike", () => {
+  it("pods map to their model by its label", () => {
     const serving = pod("resnet-abc", "r1") as KubeObject;
     serving.metadata.namespace = "ml";
     assert.deepEqual(modelOfPod(serving), { namespace: "ml", name: "resnet" });
-    assert.deepEqual(podModelKeys(serving), ["ml/resnet"]);
     const foreign = { apiVersion: "v1", kind: "Pod", metadata: { name: "x", namespace: "ml" } };
     assert.equal(modelOfPod(foreign), undefined);
-    assert.deepEqual(podModelKeys(foreign), []);
   });
 
   it("a model is indexed by what it references; Secrets are cached without their values", () => {

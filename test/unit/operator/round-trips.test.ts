@@ -11,6 +11,7 @@ import pino from "pino";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
 import type { ModelClient } from "../../../src/operator/mlmodel/context.ts";
+import { lookAgainBoundsMs } from "../../../src/operator/mlmodel/download-pods.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
 import { countsSettleMs, rolloutSettleMs, startsRollout } from "../../../src/operator/mlmodel/report.ts";
 import { jobWakes, OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
@@ -38,11 +39,29 @@ const downloaded = (version: string): MLModelSpec => ({
 
 const world = modelWorld;
 
+/**
+ * The Deployment controller counts `count` pods of `revision` (none ready), and they exist:
+ * its pod created (1) or gone again (0).
+ */
+function podCounted(w: World, revision: string, count: 0 | 1): void {
+  w.update<KubeObject & V1Deployment>(builtinKinds.Deployment, "resnet", (d) => {
+    d.status = { observedGeneration: d.metadata.generation ?? 1, replicas: count, updatedReplicas: count };
+  });
+  if (count) w.put(builtinKinds.Pod, pod(`resnet-${revision}-0`, revision) as KubeObject);
+  else w.remove(builtinKinds.Pod, `resnet-${revision}-0`);
+}
+
 /** The Deployment reports its rollout done and one pod of `revision` is ready. */
 function rolledOut(w: World, revision: string, generation = 1): void {
   w.update<KubeObject & V1Deployment>(builtinKinds.Deployment, "resnet", (d) => {
     d.metadata.generation = generation;
-    d.status = { observedGeneration: generation, replicas: 1, updatedReplicas: 1, availableReplicas: 1 };
+    d.status = {
+      observedGeneration: generation,
+      replicas: 1,
+      updatedReplicas: 1,
+      readyReplicas: 1,
+      availableReplicas: 1,
+    };
   });
   w.put(builtinKinds.Pod, pod(`resnet-${revision}-0`, revision, { ready: true }) as KubeObject);
 }
@@ -194,7 +213,7 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
       "Deploying, the hold over",
     );
     w.settle();
-    w.put(builtinKinds.Pod, pod(`resnet-${rev}-0`, rev) as KubeObject);
+    podCounted(w, rev, 1);
     const counted = await w.reconcile();
     assert.deepEqual(counted.writes, []);
     assert.deepEqual(counted.result, { requeueAfterMs: countsSettleMs });
@@ -215,10 +234,11 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
 
   it("a change of counts held back that went away: its requeue is withdrawn", async () => {
     const { w, rev } = await countsHeld();
-    w.remove(builtinKinds.Pod, `resnet-${rev}-0`);
+    podCounted(w, rev, 0);
     const back = await w.reconcile();
     assert.deepEqual(back.writes, [], "the status already says it");
-    assert.deepEqual(back.result, { replacesRequeue: true });
+    // Only the look at the rollout's pods is left (they are not watched: serving-pods.ts).
+    assert.deepEqual(back.result, { replacesRequeue: true, requeueAfterMs: lookAgainBoundsMs.min });
   });
 
   it("a held model deleted: the hold forgotten and its requeue withdrawn", async () => {

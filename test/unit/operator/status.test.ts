@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { V1Job, V1Pod } from "@kubernetes/client-node";
+import type { V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import { mlModelStatusSchema } from "../../../src/api/mlmodel.ts";
 import { downloaderStatusFields } from "../../../src/downloader/contract.ts";
 import { Progress } from "../../../src/downloader/progress.ts";
 import { holds, needsApply, withAppliedHash } from "../../../src/operator/drift.ts";
-import { canonicalJson } from "../../../src/operator/names.ts";
+import { canonicalJson, labels } from "../../../src/operator/names.ts";
 import { planModel } from "../../../src/operator/plan.ts";
 import {
   claimBinding,
@@ -407,5 +407,36 @@ describe("drift detection", () => {
   it("compares quantities by value only inside resource maps", () => {
     assert.equal(holds({ limits: { memory: "1024Mi" } }, { limits: { memory: "1Gi" } }), true);
     assert.equal(holds({ env: "1000m" }, { env: "1" }), false);
+  });
+});
+
+describe("computeStatus with the pods not read: the Deployment's counts (mlmodel/serving-pods.ts)", () => {
+  const observed = (extra: Partial<Observed>): Observed => observe({ pods: undefined, ...extra });
+  const ofRevision = (d: V1Deployment, revision: string): V1Deployment => ({
+    ...d,
+    spec: { ...d.spec!, template: { metadata: { labels: { [labels.revision]: revision } } } },
+  });
+
+  it("settled on the current revision: its counts are the model's", () => {
+    const d = ofRevision(deployment(3, 3), "rev1");
+    const s = computeStatus(observed({ deployment: d }));
+    const serving = s.conditions?.find((c) => c.type === "ServingReady");
+    assert.deepEqual([serving?.status, serving?.message], ["True", "3 of 3 replicas ready"]);
+    assert.deepEqual([s.replicas, s.readyReplicas, s.updatedReplicas], [3, 3, 3]);
+  });
+
+  it("settled on another revision (the new one just applied): none of the current revision's", () => {
+    const d = ofRevision(deployment(2, 2), "rev0");
+    const s = computeStatus(observed({ deployment: d }));
+    assert.equal(s.phase, "Deploying");
+    assert.equal(s.message, "0 of 2 replicas of the current revision ready");
+    assert.deepEqual([s.replicas, s.readyReplicas, s.updatedReplicas], [2, 2, 0]);
+  });
+
+  it("never seen by the Deployment controller (just created): no replica at all", () => {
+    const d = { ...ofRevision(deployment(1, 0), "rev1"), status: {} };
+    const s = computeStatus(observed({ deployment: d }));
+    assert.equal(s.phase, "Deploying");
+    assert.deepEqual([s.replicas, s.readyReplicas, s.updatedReplicas], [0, 0, 0]);
   });
 });

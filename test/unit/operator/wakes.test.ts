@@ -142,7 +142,7 @@ describe("what of a child wakes its model", () => {
     assert.equal(podWakes({ type: "update", old: pod, object: succeeded, initial: false }), true);
   });
 
-  it("a Deployment: its rollout complete or not, its deadline, its spec (generation) and our annotations do; counts, conditions and others' annotations alone do not", () => {
+  it("a Deployment: its rollout complete or not, its deadline, its pods' counts, its spec (generation) and our annotations do; conditions, unavailable replicas and others' annotations alone do not", () => {
     const d: Obj = {
       apiVersion: "apps/v1",
       kind: "Deployment",
@@ -164,7 +164,6 @@ describe("what of a child wakes its model", () => {
       false,
     );
     // What the Deployment controller says on the way that the reconcile does not read.
-    assert.equal(wakes(statusWakes, d, ["status", "readyReplicas"], 1), false);
     assert.equal(wakes(statusWakes, d, ["status", "unavailableReplicas"], 0), false);
     const progressed = { type: "Progressing", status: "True", reason: "NewReplicaSetAvailable" };
     assert.equal(wakes(statusWakes, d, ["status", "conditions"], [progressed]), false);
@@ -174,6 +173,10 @@ describe("what of a child wakes its model", () => {
     // left (a canary's split reads it), and the progress deadline.
     assert.equal(wakes(statusWakes, d, ["status", "availableReplicas"], 1), true);
     assert.equal(wakes(statusWakes, d, ["status", "replicas"], 2), true);
+    // Its pods' counts: the model's pods are not watched (serving-pods.ts), these say a pod
+    // was created, turned ready or stopped being ready.
+    assert.equal(wakes(statusWakes, d, ["status", "readyReplicas"], 1), true);
+    assert.equal(wakes(statusWakes, d, ["status", "updatedReplicas"], 0), true);
     const deadline = { type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" };
     assert.equal(wakes(statusWakes, d, ["status", "conditions"], [deadline]), true);
     assert.equal(wakes(statusWakes, d, ["metadata", "generation"], 2), true);
