@@ -2,7 +2,8 @@
  * The MLModel reconcile: six stages with one direction of flow, each in a file of its own.
  *
  *   observe  (observe.ts)  cache reads, with the status this controller last wrote (and a
- *                          download Job's pods while they explain it: download-pods.ts)
+ *                          download Job's pods while they explain it: download-pods.ts; the
+ *                          serving pods of a model that uses a canary: serving-pods.ts)
  *   decide   (decide.ts)   pure: the plan, the spec's revision, a rollback, missing references
  *   sync     (sync.ts)     one syncer per concern (syncers/): revision, URI Secrets, storage,
  *                          download, serving; then the serving pods, read while the Deployment
