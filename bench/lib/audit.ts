@@ -3,7 +3,8 @@
  * only). An independent witness next to the operator's own request counters: a write the
  * operator's metrics missed would still show here.
  */
-import { readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { basename, dirname, extname, join } from "node:path";
 
 export interface AuditWrites {
   total: number;
@@ -58,24 +59,58 @@ export function countWrites(lines: string, username: string, window: AuditWindow
   return out;
 }
 
-/** The log's size now: a window's start, to read only what was written after it. */
-export function auditOffset(path: string): number {
+/**
+ * Where the log ends now: a window's start, to read only what is written after it. The file
+ * (its inode) is kept with the size, so a rotation is followed: the API server renames the log
+ * to a backup beside it (`--audit-log-maxsize`) and starts a new one, and the writes of the
+ * window are then the backup's after `size`, the later backups', and the new log's.
+ */
+export interface AuditMark {
+  ino: number;
+  size: number;
+}
+
+export function auditOffset(path: string): AuditMark {
   try {
-    return statSync(path).size;
+    const st = statSync(path);
+    return { ino: st.ino, size: st.size };
   } catch {
-    return 0;
+    return { ino: -1, size: 0 };
   }
 }
 
-/** Writes by `username` logged since `offset` (and received within `window`, if given). */
+/** Writes by `username` logged since `mark` (and received within `window`, if given). */
 export function writesSince(
   path: string,
-  offset: number,
+  mark: AuditMark,
   username: string,
   window: AuditWindow = {},
 ): AuditWrites {
-  const all = readFileSync(path);
-  // A smaller file than the offset was rotated (--audit-log-maxsize): count all of the new one.
-  const start = all.length < offset ? 0 : offset;
-  return countWrites(all.subarray(start).toString("utf8"), username, window);
+  return countWrites(textSince(path, mark), username, window);
+}
+
+/**
+ * The log's text since `mark`, across rotations: the file `mark` names (the log itself, or the
+ * backup it was renamed to) from its offset, then every file written after it, oldest first. A
+ * backup already deleted (`--audit-log-maxbackup`) is lost, and its writes with it; a log that
+ * cannot be told apart (no such inode found) is read whole.
+ */
+export function textSince(path: string, mark: AuditMark): string {
+  const dir = dirname(path);
+  const name = basename(path, extname(path));
+  // Backups are named for the time of their rotation (audit-2026-11-24T21-00-34.748.log), so
+  // their names sort oldest first; the log itself is the newest.
+  const backups = readdirSync(dir)
+    .filter((f) => f.startsWith(`${name}-`) && f.endsWith(extname(path)))
+    .sort()
+    .map((f) => join(dir, f));
+  const files = [...backups, path].filter((f) => existsSync(f)).map((f) => ({ f, ino: statSync(f).ino }));
+  const from = files.findIndex((x) => x.ino === mark.ino);
+  const read = from < 0 ? files.filter((x) => x.f === path) : files.slice(from);
+  return read
+    .map((x, i) => {
+      const all = readFileSync(x.f);
+      return all.subarray(i === 0 && from >= 0 ? Math.min(mark.size, all.length) : 0).toString("utf8");
+    })
+    .join("\n");
 }

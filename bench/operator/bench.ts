@@ -18,7 +18,7 @@ import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
 import { labels } from "../../src/operator/names.ts";
 import { apiVersionOf, builtinKinds, type KubeClient, type KubeObject } from "../../src/runtime/index.ts";
-import { type AuditWrites, auditOffset, writesSince } from "../lib/audit.ts";
+import { type AuditMark, type AuditWrites, auditOffset, writesSince } from "../lib/audit.ts";
 import type { BenchCluster } from "../lib/cluster.ts";
 import { diff, type Sample, sumBy, total } from "../lib/prometheus.ts";
 import { inParallel, median, type Percentiles, percentiles, round } from "../lib/stats.ts";
@@ -398,7 +398,7 @@ async function converge(
   const n = names.length;
   const before = await operator.metrics();
   const cpuBefore = operator.stats().cpuSeconds;
-  const audit = cluster.auditLog ? auditOffset(cluster.auditLog) : 0;
+  const audit = cluster.auditLog ? auditOffset(cluster.auditLog) : undefined;
   const t0 = performance.now();
   const ready = tracker.until(names, (m) => servesCurrentSpec(m), liveness(n));
   const started = await createModels(
@@ -416,9 +416,10 @@ async function converge(
   const events = diff(watchEventsByCache(after), watchEventsByCache(before));
   const reconciles =
     total(after, "controller_runtime_reconcile_total") - total(before, "controller_runtime_reconcile_total");
-  const writes: AuditWrites | undefined = cluster.auditLog
-    ? writesSince(cluster.auditLog, audit, operatorUser, { toMs: lastReadyAt })
-    : undefined;
+  const writes: AuditWrites | undefined =
+    cluster.auditLog && audit
+      ? writesSince(cluster.auditLog, audit, operatorUser, { toMs: lastReadyAt })
+      : undefined;
   const latencies = latenciesOf(started, reached);
   const cpuSeconds = stats.cpuSeconds - cpuBefore;
   return {
@@ -453,7 +454,7 @@ async function steady(
   cluster: BenchCluster,
   operator: OperatorProcess,
   idleSeconds: number,
-  converged: { auditOffset: number; lastReadyAt: number },
+  converged: { auditOffset: AuditMark; lastReadyAt: number },
 ): Promise<SteadyResult> {
   const windowStart = converged.lastReadyAt + settleMs;
   await sleep(Math.max(0, windowStart - Date.now()));
@@ -532,7 +533,7 @@ async function updateWave(
   const wave = names.filter((_, i) => i % 10 === 0);
   const before = await operator.metrics();
   const cpuBefore = operator.stats().cpuSeconds;
-  const audit = auditLog ? auditOffset(auditLog) : 0;
+  const audit = auditLog ? auditOffset(auditLog) : undefined;
   const t0 = performance.now();
   const ready = tracker.until(wave, (m) => servesCurrentSpec(m, "2"), liveness(wave.length));
   const started = new Map<string, number>();
@@ -543,7 +544,7 @@ async function updateWave(
   const reached = await ready;
   const after = await operator.metrics();
   const cpuSeconds = operator.stats().cpuSeconds - cpuBefore;
-  const writes = auditLog ? writesSince(auditLog, audit, operatorUser) : undefined;
+  const writes = auditLog && audit ? writesSince(auditLog, audit, operatorUser) : undefined;
   return {
     models: wave.length,
     seconds: round(seconds(Math.max(...reached.values()) - t0))!,
@@ -797,7 +798,7 @@ export async function runOperatorBench(
     const tracker = new Tracker<MLModel>(admin, mlModelKind, ns);
     await tracker.start();
     try {
-      const auditStart = cluster.auditLog ? auditOffset(cluster.auditLog) : 0;
+      const auditStart = auditOffset(cluster.auditLog ?? "");
       opts.log(`converge: creating ${opts.models} ${opts.path}-path models`);
       result.converge = await converge(cluster, operator, ns, names, opts, tracker);
       opts.log(`converge: ${result.converge.seconds}s`);

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
+import { appendFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
-import { countWrites } from "../../../bench/lib/audit.ts";
+import { auditOffset, countWrites, writesSince } from "../../../bench/lib/audit.ts";
 import { parseCpuSeconds, parseStatusKiB } from "../../../bench/lib/proc.ts";
 import { diff, parsePrometheus, sumBy, total } from "../../../bench/lib/prometheus.ts";
 import { inParallel, median, percentile, percentiles } from "../../../bench/lib/stats.ts";
@@ -125,6 +128,25 @@ describe("audit log", () => {
     assert.equal(window.lastAt, t(9) + 500);
     assert.equal(countWrites(lines, user, { fromMs: t(10) }).total, 1);
     assert.equal(countWrites(lines, user).total, 4);
+  });
+
+  it("follows a rotation: the writes after the mark in the renamed log, then the new log's", () => {
+    const dir = mkdtempSync(join(tmpdir(), "mlmodel-audit-"));
+    try {
+      const log = join(dir, "audit.log");
+      writeFileSync(log, `${event("patch", "deployments")}\n`);
+      const mark = auditOffset(log);
+      appendFileSync(log, `${event("patch", "services")}\n`);
+      // As kube-apiserver rotates (--audit-log-maxsize): renamed beside it, a new file begun.
+      renameSync(log, join(dir, "audit-2026-01-01T00-00-01.000.log"));
+      writeFileSync(log, `${event("patch", "mlmodels", "status")}\n`);
+      const writes = writesSince(log, mark, user);
+      assert.deepEqual(writes.byVerbResource, { "patch services": 1, "patch mlmodels/status": 1 });
+      appendFileSync(log, `${event("patch", "deployments")}\n`);
+      assert.equal(writesSince(log, auditOffset(log), user).total, 0, "nothing since a mark taken now");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
