@@ -14,7 +14,7 @@ import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
 import { lookGivenClaimMs } from "./download-pods.ts";
 import type { Observation } from "./observe.ts";
-import { lookAgainMs as servingLookAgainMs } from "./serving-pods.ts";
+import { modelDeployment, lookAgainMs as servingLookAgainMs } from "./serving-pods.ts";
 import type { Synced } from "./sync.ts";
 
 export interface Assessment {
@@ -76,7 +76,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
         : undefined,
     job: s.job,
     jobPods: o.downloadPods.filter((p) => jobName && p.metadata?.labels?.["job-name"] === jobName),
-    deployment: s.serving.deployments.find((x) => x.metadata?.name === childNames.deployment(name)),
+    deployment: modelDeployment(model, s.serving.deployments),
     pods: o.pods?.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
   };

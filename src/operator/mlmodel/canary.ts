@@ -36,7 +36,7 @@ import { childNames, labels } from "../names.ts";
 import { defaults, type RecordedSource, type ServingPlan } from "../plan.ts";
 import { isPodReady, terminationMessage } from "../pods.ts";
 import { recordedSource, revisionHash, revisionSpec, specServedAgain } from "../revisions.ts";
-import { jobEnd, jobState } from "../status.ts";
+import { deploymentRevision, jobEnd, jobState } from "../status.ts";
 import type { ReadContext } from "./context.ts";
 import type { Children, Observation } from "./observe.ts";
 import type { ServingSet } from "./syncers/serving.ts";
@@ -414,7 +414,7 @@ function servingNow(
     (p) => p.metadata?.labels?.[labels.component] === "server" && !p.metadata?.deletionTimestamp,
   );
   const observe = (deployment: V1Deployment | undefined, canaryTrack: boolean) => {
-    const revision = deployment?.spec?.template?.metadata?.labels?.[labels.revision];
+    const revision = deployment && deploymentRevision(deployment);
     if (!revision) return undefined;
     const mine = pods.filter((p) => isCanaryPod(p) === canaryTrack);
     const number = numbers.get(revision);
