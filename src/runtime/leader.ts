@@ -7,7 +7,10 @@
  * - Writes carry the resourceVersion read, so two candidates racing for one lease cannot
  *   both win: the loser gets 409 and tries again next period.
  * - The leader renews every retryPeriod; if it cannot renew for renewDeadline (< lease
- *   duration) it gives up leadership before anyone else may take it.
+ *   duration) it gives up leadership before anyone else may take it. Each attempt is bounded
+ *   by what is left of that deadline: a request that hangs (a partitioned node, a half-open
+ *   connection) is aborted and counts as a failed renewal, so the deadline check is always
+ *   reached and two leaders never overlap.
  * - On cancel the leader releases the lease (empty holder), so a successor starts at once.
  */
 import type { KubeClient } from "./client.ts";
@@ -28,21 +31,33 @@ export interface Lease extends KubeObject {
   spec?: LeaseSpec;
 }
 
-/** Lease reads and optimistic writes; KubeClient-backed in production. */
+/**
+ * Lease reads and optimistic writes; KubeClient-backed in production. `signal` aborts a
+ * request that outlives the attempt's deadline.
+ */
 export interface LeaseClient {
-  get(): Promise<Lease | undefined>;
-  create(lease: Lease): Promise<Lease>;
+  get(signal?: AbortSignal): Promise<Lease | undefined>;
+  create(lease: Lease, signal?: AbortSignal): Promise<Lease>;
   /** PUT with metadata.resourceVersion: 409 when someone else wrote first. */
-  update(lease: Lease): Promise<Lease>;
+  update(lease: Lease, signal?: AbortSignal): Promise<Lease>;
 }
 
 export function kubeLeaseClient(client: KubeClient, namespace: string, name: string): LeaseClient {
   const kind = builtinKinds.Lease;
+  const opts = (signal: AbortSignal | undefined) => (signal ? { signal } : {});
   return {
-    get: () => client.get<Lease>(kind, { namespace, name }),
-    create: (lease) => client.create<Lease>(kind, lease),
-    update: (lease) => client.replace<Lease>(kind, lease),
+    get: (signal) => client.get<Lease>(kind, { namespace, name }, opts(signal)),
+    create: (lease, signal) => client.create<Lease>(kind, lease, opts(signal)),
+    update: (lease, signal) => client.replace<Lease>(kind, lease, opts(signal)),
   };
+}
+
+/** Why an attempt was abandoned: it outlived the time left before the renew deadline. */
+export class LeaseAttemptTimeout extends Error {
+  constructor(ms: number) {
+    super(`lease request did not finish within ${ms} ms (what was left of the renew deadline)`);
+    this.name = "LeaseAttemptTimeout";
+  }
 }
 
 export interface LeaderElectionOptions {
@@ -113,7 +128,7 @@ export class LeaderElector {
   async run(signal: AbortSignal, cb: LeaderCallbacks): Promise<"lost" | "cancelled"> {
     // Acquire.
     while (!signal.aborted) {
-      if (await this.#tryAcquireOrRenew(cb)) break;
+      if (await this.#attempt(cb, this.renewDeadlineMs)) break;
       if (!(await this.#wait(this.retryPeriodMs, signal))) return "cancelled";
     }
     if (signal.aborted) return "cancelled";
@@ -125,8 +140,11 @@ export class LeaderElector {
     let outcome: "lost" | "cancelled" = "cancelled";
     while (!signal.aborted) {
       if (!(await this.#wait(this.retryPeriodMs, signal))) break;
-      if (await this.#tryAcquireOrRenew(cb)) {
-        lastRenew = this.#clock.now();
+      const started = this.#clock.now();
+      const left = lastRenew + this.renewDeadlineMs - started;
+      if (left > 0 && (await this.#attempt(cb, left))) {
+        // From when the renewal was sent: the lease may have been written at any moment since.
+        lastRenew = started;
         continue;
       }
       const held = this.#observed?.lease.spec?.holderIdentity;
@@ -142,13 +160,46 @@ export class LeaderElector {
     return outcome;
   }
 
+  /** One acquire-or-renew attempt bounded by `budgetMs`; a timeout counts as "not held". */
+  #attempt(cb: LeaderCallbacks, budgetMs: number): Promise<boolean> {
+    return this.#bounded(cb, budgetMs, false, (signal) => this.#tryAcquireOrRenew(cb, signal));
+  }
+
+  /**
+   * Runs `fn` for at most `budgetMs` on our clock, then aborts its request and settles with
+   * `onTimeout` whether or not the transport honours the abort: a hung request must not hold
+   * the loop.
+   */
+  async #bounded<T>(
+    cb: LeaderCallbacks,
+    budgetMs: number,
+    onTimeout: T,
+    fn: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    const bound = new AbortController();
+    let timer: { cancel(): void } | undefined;
+    const expired = new Promise<T>((resolve) => {
+      timer = this.#clock.setTimer(budgetMs, () => {
+        bound.abort(new LeaseAttemptTimeout(budgetMs));
+        cb.onError?.(bound.signal.reason);
+        resolve(onTimeout);
+      });
+    });
+    try {
+      return await Promise.race([fn(bound.signal), expired]);
+    } finally {
+      timer?.cancel();
+    }
+  }
+
   /** One attempt: true if we hold the lease afterwards. Errors count as "not held". */
-  async #tryAcquireOrRenew(cb: LeaderCallbacks): Promise<boolean> {
+  async #tryAcquireOrRenew(cb: LeaderCallbacks, signal: AbortSignal): Promise<boolean> {
     const now = this.#clock.now();
     try {
-      const current = await this.#leases.get();
+      const current = await this.#leases.get(signal);
+      if (signal.aborted) return false;
       if (!current) {
-        const created = await this.#leases.create(this.#leaseObject(undefined, now, 0));
+        const created = await this.#leases.create(this.#leaseObject(undefined, now, 0), signal);
         this.#observe(created, now);
         return true;
       }
@@ -160,11 +211,15 @@ export class LeaderElector {
         return false;
       const transitions = (spec.leaseTransitions ?? 0) + (holder === this.identity ? 0 : 1);
       const acquire = holder === this.identity ? (spec.acquireTime ?? microTime(now)) : microTime(now);
-      const updated = await this.#leases.update(this.#leaseObject(current, now, transitions, acquire));
+      const updated = await this.#leases.update(
+        this.#leaseObject(current, now, transitions, acquire),
+        signal,
+      );
+      if (signal.aborted) return false;
       this.#observe(updated, now);
       return true;
     } catch (err) {
-      if (!(err instanceof ApiError && err.code === 409)) cb.onError?.(err);
+      if (!signal.aborted && !(err instanceof ApiError && err.code === 409)) cb.onError?.(err);
       return false;
     }
   }
@@ -173,20 +228,23 @@ export class LeaderElector {
     const lease = this.#observed?.lease;
     if (!lease || lease.spec?.holderIdentity !== this.identity) return;
     const now = this.#clock.now();
-    try {
-      await this.#leases.update({
-        ...lease,
-        spec: {
-          ...lease.spec,
-          holderIdentity: null,
-          leaseDurationSeconds: 1,
-          renewTime: microTime(now),
-          acquireTime: microTime(now),
-        },
-      });
-    } catch (err) {
-      cb.onError?.(err);
-    }
+    const released: Lease = {
+      ...lease,
+      spec: {
+        ...lease.spec,
+        holderIdentity: null,
+        leaseDurationSeconds: 1,
+        renewTime: microTime(now),
+        acquireTime: microTime(now),
+      },
+    };
+    await this.#bounded(cb, this.renewDeadlineMs, undefined, async (signal) => {
+      try {
+        await this.#leases.update(released, signal);
+      } catch (err) {
+        if (!signal.aborted) cb.onError?.(err);
+      }
+    });
   }
 
   #leaseObject(

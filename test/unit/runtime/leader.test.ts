@@ -12,28 +12,43 @@ class LeaseCell {
   lease: Lease | undefined;
   rv = 0;
   readonly cut = new Set<string>();
+  /** Candidates whose requests never answer (a half-open connection); they do see aborts. */
+  readonly hung = new Set<string>();
+  /** Requests that were still in flight when their signal aborted. */
+  aborted = 0;
+  /** Writes that reached the lease, by whom and when, to find a write after a deadline. */
+  readonly writes: { who: string; at: number }[] = [];
   readonly log: string[] = [];
+  clock: FakeClock | undefined;
 
   client(who: string): LeaseClient {
-    const check = () => {
+    const check = async (signal?: AbortSignal) => {
       if (this.cut.has(who)) throw new Error(`${who}: connection refused`);
+      if (!this.hung.has(who)) return;
+      await new Promise<never>((_, reject) =>
+        signal?.addEventListener("abort", () => {
+          this.aborted++;
+          reject(signal.reason);
+        }),
+      );
     };
     const store = (l: Lease) => {
+      this.writes.push({ who, at: this.clock?.now() ?? 0 });
       this.lease = { ...structuredClone(l), metadata: { ...l.metadata, resourceVersion: String(++this.rv) } };
       return structuredClone(this.lease);
     };
     return {
-      get: async () => {
-        check();
+      get: async (signal) => {
+        await check(signal);
         return this.lease && structuredClone(this.lease);
       },
-      create: async (l) => {
-        check();
+      create: async (l, signal) => {
+        await check(signal);
         if (this.lease) throw new ApiError(409, "exists");
         return store(l);
       },
-      update: async (l) => {
-        check();
+      update: async (l, signal) => {
+        await check(signal);
         if (l.metadata.resourceVersion !== this.lease?.metadata.resourceVersion)
           throw new ApiError(409, "conflict");
         return store(l);
@@ -74,6 +89,7 @@ async function run(clock: FakeClock, ms: number, until?: () => boolean): Promise
 async function pair(start: number) {
   const clock = new FakeClock(start);
   const cell = new LeaseCell();
+  cell.clock = clock;
   const a = candidate(cell, "a", clock);
   await settle();
   const b = candidate(cell, "b", clock);
@@ -112,6 +128,49 @@ describe("LeaderElector", () => {
     const stops = cell.log.findIndex((l) => l.startsWith("a stops"));
     const leads = cell.log.findIndex((l) => l.startsWith("b leads"));
     assert.ok(stops >= 0 && leads > stops, `a stopped before b led: ${cell.log.join(", ")}`);
+    b.cancel();
+    await b.done;
+  });
+
+  it("a renewal that hangs is abandoned at the renew deadline: the leader stops before the other leads", async () => {
+    const { clock, cell, a, b } = await pair(0);
+    await run(clock, 10_000);
+    assert.equal(a.state.leading, true);
+    const lastWrite = cell.writes.filter((w) => w.who === "a").at(-1)?.at ?? 0;
+    cell.hung.add("a"); // its connection stays open and never answers
+    await run(clock, 60_000, () => b.state.leading);
+    await a.done;
+    assert.equal(a.state.result, "lost", "the hung leader gave up instead of waiting for ever");
+    assert.ok(cell.aborted > 0, "the hung request was aborted, not left open");
+    const stops = cell.log.findIndex((l) => l.startsWith("a stops"));
+    const leads = cell.log.findIndex((l) => l.startsWith("b leads"));
+    assert.ok(stops >= 0 && leads > stops, `a stopped before b led: ${cell.log.join(", ")}`);
+    const aStopped = Number(cell.log[stops]?.split("@")[1]);
+    assert.ok(
+      aStopped <= lastWrite + 10_000 + RETRY,
+      `a stopped by its renew deadline (at ${aStopped}, last renewal ${lastWrite})`,
+    );
+    const bLed = Number(cell.log[leads]?.split("@")[1]);
+    assert.ok(
+      bLed - aStopped >= LEASE - 10_000 - RETRY,
+      `a gap between the two leaderships (${aStopped} -> ${bLed})`,
+    );
+    assert.deepEqual(
+      cell.writes.filter((w) => w.who === "a" && w.at > aStopped),
+      [],
+      "no write from a after it stopped",
+    );
+    b.cancel();
+    await b.done;
+  });
+
+  it("a release that hangs on cancel does not hold the shutdown", async () => {
+    const { clock, cell, a, b } = await pair(0);
+    await run(clock, 10_000);
+    cell.hung.add("a");
+    a.cancel();
+    await run(clock, 20_000, () => a.state.result !== undefined);
+    assert.equal(a.state.result, "cancelled");
     b.cancel();
     await b.done;
   });
