@@ -31,8 +31,9 @@ import { httpRouteKind } from "../canary/desired.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
 import { referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
 import { type CanaryObservation, observeCanary, usesCanary } from "./canary.ts";
-import type { ReadContext, WrittenStatuses } from "./context.ts";
+import type { ReadContext } from "./context.ts";
 import { readDownloadPods } from "./download-pods.ts";
+import type { ModelMemory } from "./memory.ts";
 import { listServingPods } from "./serving-pods.ts";
 
 /** A referenced object that exists: what the operator may know of it (a Secret's values never). */
@@ -89,13 +90,13 @@ export interface Observation {
 /** The model of the request and what it depends on, or undefined when the model is gone. */
 export async function observe(
   ctx: ReadContext,
-  written: WrittenStatuses | undefined,
+  memory: ModelMemory | undefined,
   now: Date,
 ): Promise<Observation | undefined> {
   const cached = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
   if (!cached) return undefined;
   const key = keyString(ctx.request);
-  const mine = written?.get(key);
+  const mine = memory?.written.get(key);
   const model: MLModel = cacheBehind(mine, cached.metadata.resourceVersion)
     ? { ...cached, status: mine!.status }
     : cached;

@@ -22,6 +22,7 @@ import {
   type ResourceKind,
   selectedChangedPredicate,
 } from "../../runtime/index.ts";
+import { TtlMap } from "../ttl-map.ts";
 import type { ModelClient } from "./context.ts";
 
 /** Our own label and annotation keys (serving.mlmodel.dev/...) and the standard app ones we set. */
@@ -228,7 +229,8 @@ export const podWakes: Predicate = selectedChangedPredicate<
  *   relist brought the object instead).
  */
 export class OwnWrites {
-  readonly #echoes = new Map<string, { resourceVersion: string; at: number }>();
+  /** The resourceVersion of each create whose echo has not come (yet), by kind and key. */
+  readonly #echoes: TtlMap<string, string>;
   readonly #now: () => number;
   readonly ttlMs: number;
   /** Echoes dropped so far (for tests and a debug log). */
@@ -237,6 +239,7 @@ export class OwnWrites {
   constructor(opts: { ttlMs?: number; now?: () => number } = {}) {
     this.ttlMs = opts.ttlMs ?? 60_000;
     this.#now = opts.now ?? Date.now;
+    this.#echoes = new TtlMap({ ttlMs: this.ttlMs });
   }
 
   /** `client` with its applyForVersion answers remembered; every other verb passed through. */
@@ -263,7 +266,7 @@ export class OwnWrites {
       if (change.initial || change.type === "delete") return true;
       const key = prefix + keyString(objectKey(change.object));
       const echo = this.#echoes.get(key);
-      if (!echo || echo.resourceVersion !== change.object.metadata.resourceVersion) return true;
+      if (echo === undefined || echo !== change.object.metadata.resourceVersion) return true;
       this.#echoes.delete(key);
       this.dropped++;
       return false;
@@ -276,13 +279,6 @@ export class OwnWrites {
   }
 
   remember(kind: ResourceKind, obj: KubeObject, resourceVersion: string): void {
-    const now = this.#now();
-    const key = `${kindName(kind)}/${keyString(objectKey(obj))}`;
-    this.#echoes.delete(key); // re-inserted last: the map stays in order of writing
-    this.#echoes.set(key, { resourceVersion, at: now });
-    for (const [k, e] of this.#echoes) {
-      if (now - e.at < this.ttlMs) break;
-      this.#echoes.delete(k);
-    }
+    this.#echoes.set(`${kindName(kind)}/${keyString(objectKey(obj))}`, resourceVersion, this.#now());
   }
 }
