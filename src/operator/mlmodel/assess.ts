@@ -13,7 +13,7 @@ import { claimBinding, computeStatus, type Observed } from "../status.ts";
 import { canaryRequeue, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
 import { lookGivenClaimMs, lookNoLongerNeeded } from "./download-pods.ts";
-import type { Observation } from "./observe.ts";
+import type { Observation } from "./observation.ts";
 import {
   modelDeployment,
   lookAgainMs as servingLookAgainMs,

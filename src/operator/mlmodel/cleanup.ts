@@ -17,7 +17,7 @@ import { contentToKeep, desiredPruneJob } from "../prune.ts";
 import { defaultRevisionHistoryLimit, revisionsToPrune } from "../revisions.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
-import type { Observation } from "./observe.ts";
+import type { Observation } from "./observation.ts";
 import type { Synced } from "./sync.ts";
 import { type Child, deleteChild } from "./syncers/apply.ts";
 

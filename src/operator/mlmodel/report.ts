@@ -14,7 +14,7 @@ import { justRolledBack } from "../rollback.ts";
 import { operatorOwned, transitionEvent } from "../status.ts";
 import type { WriteContext } from "./context.ts";
 import type { ModelMemory } from "./memory.ts";
-import type { Observation } from "./observe.ts";
+import type { Observation } from "./observation.ts";
 import { applyModelStatus } from "./status-writes.ts";
 import { type Waits, type WakeReason, wakeAfter } from "./wake-up.ts";
 

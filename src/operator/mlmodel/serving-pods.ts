@@ -22,7 +22,7 @@ import { builtinKinds, type KubeObject } from "../../runtime/index.ts";
 import { childNames, selectorString, servingSelector } from "../names.ts";
 import type { ModelClient, ReadContext } from "./context.ts";
 import { lookAfter } from "./download-pods.ts";
-import type { Observation } from "./observe.ts";
+import type { Observation } from "./observation.ts";
 
 /**
  * Whether the Deployment's own counts say everything about its pods: the Deployment controller

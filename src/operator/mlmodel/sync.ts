@@ -20,7 +20,7 @@ import { desiredCanaryServing } from "./canary.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
 import type { ModelMemory } from "./memory.ts";
-import type { Observation } from "./observe.ts";
+import type { Observation } from "./observation.ts";
 import { type DownloadResult, syncDownload } from "./syncers/download.ts";
 import { recordRevision } from "./syncers/revision.ts";
 import { desiredServing, type ServingSet, servingChildren, syncServing } from "./syncers/serving.ts";

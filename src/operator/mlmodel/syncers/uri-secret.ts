@@ -25,7 +25,7 @@ import { revisionHash } from "../../revisions.ts";
 import type { TtlMap } from "../../ttl-map.ts";
 import { referenceKey } from "../caches.ts";
 import type { WriteContext } from "../context.ts";
-import type { Reference } from "../observe.ts";
+import type { Reference } from "../observation.ts";
 
 export interface UriSecretInput {
   model: MLModel;
