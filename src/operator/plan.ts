@@ -49,8 +49,8 @@ export const defaults = {
    * How long a new claim may wait for its volume before the download pod's "unbound
    * PersistentVolumeClaims" is reported as a problem (status.ts, claimBinding): the scheduler
    * often sees the pod before the PV controller or a provisioner has bound the claim, and that
-   * can take minutes (a cloud disk; the PV controller bound 300 pre-made volumes in about 50 s
-   * under load, bench/README.md). Meanwhile status says the download waits for the volume.
+   * can take minutes (a cloud disk; the PV controller binding hundreds of pre-made volumes
+   * under load). Meanwhile status says the download waits for the volume.
    */
   claimBindingGraceSeconds: 300,
 } as const;

@@ -12,8 +12,8 @@
  *   sync     desiredCanaryServing -> the serving children to apply (ServingSet)
  *   assess   withCanary -> the status with the canary's part; canaryRequeue -> when it looks again
  *
- * A model that never had a canary never comes here: its reconcile is the one it always was,
- * write for write.
+ * A model that never had a canary never comes here: its reconcile has no canary step, and
+ * writes nothing for one.
  */
 import type { V1ControllerRevision, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import type { CanaryStatus, MLModel, MLModelSpec, MLModelStatus } from "../../api/mlmodel.ts";

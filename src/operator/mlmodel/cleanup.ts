@@ -67,8 +67,8 @@ export function cleanupSteps(
  * no revision ever left the history (their numbers are exactly 1..n: one pruned, now or
  * before, or renumbered as the newest leaves a gap) and `keep` holds every revision's content
  * (no aborted canary left out), storage holds only kept content. So a model's first download,
- * and updates within its history limit, run no prune Job (before: one per first Ready, and its
- * pod, on every downloaded model). Unsure means yes: a gap may have other causes, and an
+ * and updates within its history limit, run no prune Job (and its pod). Unsure means yes: a
+ * gap may have other causes, and an
  * unneeded prune only costs a Job.
  */
 function mayHoldUnkept(

@@ -24,19 +24,21 @@ import { type Waits, type WakeReason, wakeAfter } from "./wake-up.ts";
  * conditions that say them) is written once it is this old, or with the next step, whichever
  * comes first: the reconcile comes back for it and writes whatever the status then is. A
  * rollout's counts move several times within a second or two (pod created, ready, rollout
- * reported complete; a claim bound, a download pod started, then done), and each was a status
- * write: 3 to 7 per downloaded model where its steps take 3. A change of phase, reason,
- * generation, revision or canary is written at once (but a new generation's first Deploying,
- * see startsRollout); the rest lags by at most this (downloadCountsSettleMs while downloading).
+ * reported complete; a claim bound, a download pod started, then done): written each time,
+ * they would be 3 to 7 status writes per downloaded model where its steps take 3. A change of
+ * phase, reason, generation, revision or canary is written at once (but a new generation's
+ * first Deploying, see startsRollout); the rest lags by at most this (downloadCountsSettleMs
+ * while downloading).
  */
 export const countsSettleMs = 2000;
 
 /**
  * A new generation's first Deploying status waits this long for the next step (kwok: the pod
  * Ready about half a second after the Deployment; a real image a few seconds), and is written
- * with it, or alone once it is this old: each model created or updated made two status writes
- * (Deploying, then Ready) where the second alone says everything. The reconcile that applied
- * the new Deployment then ends with its child writes, one round trip instead of two.
+ * with it, or alone once it is this old: written at once, each model created or updated would
+ * make two status writes (Deploying, then Ready) where the second alone says everything. The
+ * reconcile that applied the new Deployment then ends with its child writes, one round trip
+ * instead of two.
  */
 export const rolloutSettleMs = countsSettleMs;
 
