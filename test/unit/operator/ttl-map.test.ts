@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it, mock } from "node:test";
 import { TtlMap } from "../../../src/operator/ttl-map.ts";
 
 describe("TtlMap: what the operator remembers, forgotten in time", () => {
@@ -32,5 +32,21 @@ describe("TtlMap: what the operator remembers, forgotten in time", () => {
     assert.equal(map.has("a"), true);
     assert.equal(map.delete("a"), true);
     assert.equal(map.size, 0);
+  });
+
+  it("expireWhileIdle: entries go by the wall clock though nothing is set again", () => {
+    mock.timers.enable({ apis: ["setTimeout", "Date"], now: 1_000_000 });
+    try {
+      const map = new TtlMap<string, number>({ ttlMs: 60_000, expireWhileIdle: true });
+      map.set("a", 1, Date.now());
+      mock.timers.tick(30_000);
+      map.set("b", 2, Date.now());
+      mock.timers.tick(30_000);
+      assert.deepEqual([...map.keys()], ["b"], "a expired at its minute; b is 30 s old");
+      mock.timers.tick(30_000);
+      assert.equal(map.size, 0, "b expired at its own minute");
+    } finally {
+      mock.timers.reset();
+    }
   });
 });
