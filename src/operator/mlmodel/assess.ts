@@ -10,7 +10,7 @@ import { childNames, labels } from "../names.ts";
 import { withRevisionNumbers } from "../revisions.ts";
 import { failureToRecord, withRollback } from "../rollback.ts";
 import { claimBinding, computeStatus, type Observed } from "../status.ts";
-import { canaryRequeue, withCanary } from "./canary.ts";
+import { canaryWakes, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
 import { lookGivenClaimMs, lookNoLongerNeeded } from "./download-pods.ts";
 import type { Observation } from "./observation.ts";
@@ -20,7 +20,7 @@ import {
   servingLookNoLongerNeeded,
 } from "./serving-pods.ts";
 import type { Synced } from "./sync.ts";
-import { type Waits, type WakeReason, wakeAfter } from "./wake-up.ts";
+import { failureRecordedWakeMs, type Waits, type Wake, type WakeReason, wakeAfter } from "./wake-up.ts";
 
 export interface Assessment {
   status: MLModelStatus;
@@ -37,18 +37,17 @@ export interface Assessment {
  *   watched, so the pods are read again (download-pods.ts, serving-pods.ts). The download
  *   pods seldom while the claim is not bound (its binding is watched and wakes the model), and
  *   not at all while the pod says it waits for that binding (claimBinding);
- * - a canary's pause, or its next step (canary.ts, canaryRequeue).
+ * - a canary's pause, or its next step (canary.ts, canaryWakes).
  * Those looks are over once the Job has a pod ready or has ended, and once the Deployment has
  * settled: a look still pending would read nothing new.
  */
 export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   const observed = observedChildren(o, d, s);
-  const { status, failureRecorded, canaryMs } = assessObserved(o, d, s, observed);
   const now = Date.parse(o.now);
+  const { status, wakes: statusWakes } = assessObserved(o, d, s, observed, now);
   const graceLeft = claimBinding(observed);
   const wakes = [
-    ...wakeAfter("failure recorded", now, failureRecorded ? failureRecordedRecheckMs : undefined),
-    ...wakeAfter("canary", now, canaryMs),
+    ...statusWakes,
     ...wakeAfter("claim grace ends", now, graceLeft === undefined ? undefined : graceLeft + 100),
     ...wakeAfter(
       "download pods",
@@ -66,9 +65,6 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   ];
   return { status, waits: { wakes, over } };
 }
-
-/** A failure just recorded is served back (rolled back) this soon. */
-export const failureRecordedRecheckMs = 100;
 
 function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
   const { model, now } = o;
@@ -95,15 +91,14 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
   };
 }
 
-interface Assessed {
-  status: MLModelStatus;
-  /** A failed revision was recorded in this status: the rollback follows. */
-  failureRecorded?: boolean;
-  /** When the canary wants its next look (canaryRequeue). */
-  canaryMs?: number | undefined;
-}
-
-function assessObserved(o: Observation, d: Decision, s: Synced, observed: Observed): Assessed {
+/** The status, and the wakes it asks for: the rollback after a failure recorded, the canary's. */
+function assessObserved(
+  o: Observation,
+  d: Decision,
+  s: Synced,
+  observed: Observed,
+  nowMs: number,
+): { status: MLModelStatus; wakes: Wake[] } {
   const { model, now } = o;
   const computed = computeStatus(observed);
   const canary = d.canary;
@@ -116,7 +111,7 @@ function assessObserved(o: Observation, d: Decision, s: Synced, observed: Observ
   if (d.rollback) {
     const { failed, target } = d.rollback;
     const rolledBack = withRollback(status, model.status, failed, target, generation, now);
-    return { status: rolledBack, canaryMs: canary && canaryRequeue(canary, model.status, rolledBack) };
+    return { status: rolledBack, wakes: canary ? canaryWakes(canary, model.status, rolledBack, nowMs) : [] };
   }
   // A canary's failure is the state machine's to record (the stable revision serves meanwhile);
   // an ordinary rollout's, the status's (the spec's revision serves and failed).
@@ -127,6 +122,9 @@ function assessObserved(o: Observation, d: Decision, s: Synced, observed: Observ
       : undefined);
   // Recorded first, served next: the next reconcile reads it back (ModelMemory.written) and rolls back.
   if (failed)
-    return { status: { ...status, revision: { ...status.revision, failed } }, failureRecorded: true };
-  return { status, canaryMs: canary && canaryRequeue(canary, model.status, status) };
+    return {
+      status: { ...status, revision: { ...status.revision, failed } },
+      wakes: wakeAfter("failure recorded", nowMs, failureRecordedWakeMs),
+    };
+  return { status, wakes: canary ? canaryWakes(canary, model.status, status, nowMs) : [] };
 }

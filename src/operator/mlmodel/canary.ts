@@ -10,7 +10,7 @@
  *   decide   decideCanaryStage -> CanaryStage: what the stable and canary Deployments serve
  *            (Decision.canary; decide.ts serves stableServing as the model's plan)
  *   sync     desiredCanaryServing -> the serving children to apply (ServingSet)
- *   assess   withCanary -> the status with the canary's part; canaryRequeue -> when it looks again
+ *   assess   withCanary -> the status with the canary's part; canaryWakes -> when it looks again
  *
  * A model that never had a canary never comes here: its reconcile has no canary step, and
  * writes nothing for one.
@@ -49,6 +49,7 @@ import { deploymentRevision, jobEnd, jobState } from "../status.ts";
 import type { ReadContext } from "./context.ts";
 import type { CanaryObservation, Children, Observation } from "./observation.ts";
 import type { ServingSet } from "./syncers/serving.ts";
+import { failureRecordedWakeMs, type Wake, wakeAfter } from "./wake-up.ts";
 
 /** What the canary reads of the observation (see the seam above). */
 export type CanaryView = Pick<
@@ -467,13 +468,14 @@ export const canaryRecheckMs = 500;
  * of the canary's step or phase, or of the last ready revision (a promotion completing), which
  * no watch event would bring.
  */
-export function canaryRequeue(
+export function canaryWakes(
   stage: CanaryStage,
   before: MLModelStatus | undefined,
   after: MLModelStatus,
-): number | undefined {
+  now: number,
+): Wake[] {
   const { decision } = stage;
-  if (decision.failed) return 100;
+  if (decision.failed) return wakeAfter("failure recorded", now, failureRecordedWakeMs);
   const was = before?.canary;
   const is = after.canary;
   const moved =
@@ -482,8 +484,8 @@ export function canaryRequeue(
       was?.step !== is?.step ||
       was?.reason !== is?.reason ||
       before?.revision?.lastReady !== after.revision?.lastReady);
-  const waits = [decision.requeueAfterMs, moved ? canaryRecheckMs : undefined].filter(
-    (x): x is number => x !== undefined,
-  );
-  return waits.length ? Math.min(...waits) : undefined;
+  return [
+    ...wakeAfter("canary", now, decision.requeueAfterMs),
+    ...wakeAfter("canary", now, moved ? canaryRecheckMs : undefined),
+  ];
 }

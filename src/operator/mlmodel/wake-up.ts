@@ -42,6 +42,9 @@ export interface Waits {
 
 export const noWaits: Waits = { wakes: [], over: [] };
 
+/** A failure just recorded is served back (rolled back) this soon. */
+export const failureRecordedWakeMs = 100;
+
 /** A wake `ms` after `now` for `reason`, or none when `ms` is undefined. */
 export function wakeAfter(reason: WakeReason, now: number, ms: number | undefined): Wake[] {
   return ms === undefined ? [] : [{ reason, at: now + ms }];

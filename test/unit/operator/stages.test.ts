@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import type { V1Deployment, V1Job } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../../../src/api/mlmodel.ts";
-import { assess, failureRecordedRecheckMs } from "../../../src/operator/mlmodel/assess.ts";
+import { assess } from "../../../src/operator/mlmodel/assess.ts";
 import { cleanupSteps } from "../../../src/operator/mlmodel/cleanup.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { lookAgainBoundsMs, lookWhileClaimPendingMs } from "../../../src/operator/mlmodel/download-pods.ts";
@@ -16,7 +16,7 @@ import { observe } from "../../../src/operator/mlmodel/observe.ts";
 import { countsOnly, statusEvent } from "../../../src/operator/mlmodel/report.ts";
 import { withServingPods } from "../../../src/operator/mlmodel/serving-pods.ts";
 import { syncChildren } from "../../../src/operator/mlmodel/sync.ts";
-import { type Waits, wakeUp } from "../../../src/operator/mlmodel/wake-up.ts";
+import { failureRecordedWakeMs, type Waits, wakeUp } from "../../../src/operator/mlmodel/wake-up.ts";
 import { childNames } from "../../../src/operator/names.ts";
 import { contentHash } from "../../../src/operator/plan.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
@@ -248,7 +248,7 @@ describe("assess: the status, what it waits for, and the waits that are over", (
       },
       phase: "Failed",
       wakes: [
-        `failure recorded in ${failureRecordedRecheckMs} ms`,
+        `failure recorded in ${failureRecordedWakeMs} ms`,
         `serving pods in ${lookAgainBoundsMs.min} ms`,
       ],
       over: [],
