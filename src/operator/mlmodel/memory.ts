@@ -26,7 +26,7 @@ export interface WrittenStatus {
 
 /**
  * Since when a new generation's first Deploying status has been held back (report.ts,
- * HeldRollouts), and for which generation.
+ * startsRollout), and for which generation.
  */
 export interface HeldRollout {
   generation: number | undefined;

@@ -20,7 +20,7 @@ export type WakeReason =
   | "canary"
   /** sync: a stale download Job was deleted; its replacement is created next. */
   | "download Job replaced"
-  /** report: a new generation's first Deploying is held back (report.ts, HeldRollouts). */
+  /** report: a new generation's first Deploying is held back (report.ts, startsRollout). */
   | "rollout held"
   /** report: a change of counts alone is held back (report.ts, countsSettleMs). */
   | "counts held";
