@@ -470,8 +470,8 @@ export function operatorOwned(status: MLModelStatus | undefined): unknown {
  * A transition a person should hear about, as an Event: every change to a problem (a Warning),
  * and the change that ends one (Normal: what it became). The steps of a healthy rollout
  * (Downloading, Deploying, Serving) get none: status says each of them with its time
- * (conditions' lastTransitionTime, status.revision.history), and an Event per step cost every
- * model one to three API writes that said nothing more (issue 15, bench/README.md).
+ * (conditions' lastTransitionTime, status.revision.history), and an Event per step would cost
+ * every model one to three API writes that say nothing more.
  */
 export function transitionEvent(
   before: MLModelStatus | undefined,

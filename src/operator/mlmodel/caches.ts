@@ -87,9 +87,8 @@ export function modelOfPod(pod: Readonly<KubeObject>): Request | undefined {
  * turned unready decide whether a canary goes on (canary/health.ts), so each change of them
  * wakes its model at once. Every other pod of ours is read only when status needs it: a
  * serving pod while its Deployment has not settled (serving-pods.ts), a download pod while its
- * Job needs explaining (download-pods.ts). Watched, serving pods brought 3 of an image-path
- * model's 10 events, and download pods 6 of a downloaded model's 25 (issue 15, bench/README.md
- * phases J and L).
+ * Job needs explaining (download-pods.ts). Watched, serving pods would bring 3 of an
+ * image-path model's 10 events, and download pods 6 of a downloaded model's 25.
  */
 export const watchedPodSelector = `${labels.model},${trackLabel}=canary`;
 

@@ -15,7 +15,7 @@ import { resolveRuntime } from "../runtime-selection.ts";
 import type { MissingDependency, Observed } from "../status.ts";
 import { referenceKey } from "./caches.ts";
 import { type CanaryStage, decideCanaryStage, usesCanary } from "./canary.ts";
-import type { Observation, Reference } from "./observe.ts";
+import type { Observation, Reference } from "./observation.ts";
 
 export interface Decision {
   /**
