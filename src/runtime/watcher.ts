@@ -218,6 +218,20 @@ export async function* watcher<T extends KubeObject>(
   }
 }
 
+/**
+ * How a watch error is worth logging. A 410 (the resourceVersion is older than the server's
+ * history: a routine expiry, followed by a relist) is debug; a watch gone silent (reconnected
+ * from where it was, nothing lost) is info; anything else (the server refused, failed or could
+ * not be reached) is a warning.
+ */
+export function watchErrorLog(err: unknown): { level: "debug" | "info" | "warn"; message: string } {
+  if (err instanceof ApiError && err.code === 410)
+    return { level: "debug", message: "watch expired (410: too old resource version); relisting" };
+  if (err instanceof WatchInactivityError)
+    return { level: "info", message: "watch went silent; reconnecting" };
+  return { level: "warn", message: "watch error; retrying" };
+}
+
 /** Where to go after an error: 410 relists, everything else resumes where it was. */
 export function nextStateAfterError(state: WatcherState, err: unknown): WatcherState {
   if (err instanceof ApiError && err.code === 410) return { kind: "empty" };
