@@ -5,3 +5,5 @@
 
 export type { FakeClientOptions, FakeFailureMatch, FakeRequest } from "./fake-client.ts";
 export { FakeClient } from "./fake-client.ts";
+export type { FakeReconcileContext, RecordedEvent } from "./fake-context.ts";
+export { fakeReconcileContext } from "./fake-context.ts";
