@@ -420,8 +420,8 @@ export class FakeClient extends KubeClient {
     opts.onOpen?.();
     const id = kindId(kind);
     for (;;) {
-      for (const event of this.#history) {
-        if (event.resourceVersion <= after) continue;
+      for (let i = firstAfter(this.#history, after); i < this.#history.length; i++) {
+        const event = this.#history[i]!;
         after = event.resourceVersion;
         if (event.kindId !== id) continue;
         if (opts.namespace && event.object.metadata.namespace !== opts.namespace) continue;
@@ -746,6 +746,18 @@ export class FakeClient extends KubeClient {
     const id = kindId(kind);
     if (!this.#known.has(`${id}/${kind.version}`)) this.#known.set(`${id}/${kind.version}`, kind);
   }
+}
+
+/** The index of the first event after resourceVersion `after` (the history is in order). */
+function firstAfter(history: readonly HistoryEvent[], after: number): number {
+  let low = 0;
+  let high = history.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (history[mid]!.resourceVersion <= after) low = mid + 1;
+    else high = mid;
+  }
+  return low;
 }
 
 /** What a watch with selectors sees of a history event, or nothing. */
