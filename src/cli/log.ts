@@ -48,10 +48,14 @@ export function humanErrorSerializer(err: unknown): unknown {
   return rest;
 }
 
+/** Where humanLogger puts a child logger's bindings (controller, kind, namespace, name). */
+const boundKey = "@bound";
+
 /**
- * One pino record (a JSON line) as a human line. `namespace` and `name` bound by the controller
- * come first in the line; a later `name` of the record itself (a child's name) overrides it in
- * the parsed record, so the first one is read from the text.
+ * One pino record (a JSON line) as a human line. A record of humanLogger carries its logger's
+ * bindings under "@bound": the object a controller's logger is bound to is shown as one
+ * `model=namespace/name` field, and the bound kind, namespace and name are not repeated; a
+ * record's own `kind` or `name` (a child's) is shown.
  */
 export function formatHuman(line: string): string {
   const record = JSON.parse(line) as Record<string, unknown>;
@@ -60,20 +64,19 @@ export function formatHuman(line: string): string {
     .map((n) => String(n).padStart(2, "0"))
     .join(":");
   const level = (levelNames[Number(record["level"])] ?? String(record["level"])).padEnd(5);
+  const bound = (record[boundKey] ?? {}) as Record<string, unknown>;
   const fields: string[] = [];
-  const modelName = firstTopLevelString(line, "name");
-  const namespace = record["namespace"];
-  let stack: string | undefined;
-  if (typeof namespace === "string" && modelName !== undefined) {
-    fields.push(`${record["controller"] === "mlmodel" ? "model" : "object"}=${namespace}/${modelName}`);
+  if (typeof bound["namespace"] === "string" && typeof bound["name"] === "string") {
+    const label = bound["controller"] === "mlmodel" ? "model" : "object";
+    fields.push(`${label}=${bound["namespace"]}/${bound["name"]}`);
   }
+  let stack: string | undefined;
   for (const [key, value] of Object.entries(record)) {
-    if (hidden.has(key)) continue;
-    if (key === "namespace" && modelName !== undefined) continue;
-    if (key === "name" && value === modelName && typeof namespace === "string") continue;
+    if (hidden.has(key) || key === boundKey) continue;
+    if ((key === "kind" || key === "namespace" || key === "name") && value === bound[key]) continue;
     if (key === "err" && typeof value === "object" && value !== null) {
       const err = value as { message?: unknown; stack?: unknown };
-      fields.push(`err=${quoted(String(err.message ?? ""))}`);
+      fields.push(`err=${quoted(typeof err.message === "string" ? err.message : JSON.stringify(value))}`);
       if (typeof err.stack === "string") stack = err.stack;
       continue;
     }
@@ -106,7 +109,16 @@ export function redacting(out: { write(line: string): unknown }): { write(line: 
 
 /** A logger writing human lines (redacted) to `out`, stderr by default. */
 export function humanLogger(level: string, out: { write(text: string): unknown } = process.stderr): Logger {
-  return pino({ level, serializers: { err: humanErrorSerializer } }, redacting(humanDestination(out)));
+  return pino(
+    {
+      level,
+      serializers: { err: humanErrorSerializer },
+      // A record's own fields may repeat a binding's name (a child's `name`); the bindings are
+      // passed apart so the formatter tells the model from the child.
+      mixin: (_record, _level, logger) => ({ [boundKey]: logger.bindings() }),
+    },
+    redacting(humanDestination(out)),
+  );
 }
 
 /** A logger writing pino's JSON lines (redacted) to `out`, stdout by default. */
@@ -115,14 +127,6 @@ export function jsonLogger(
   out: { write(text: string): unknown } = pino.destination(1),
 ): Logger {
   return pino({ level }, redacting(out));
-}
-
-/** The value of the first `"key":"..."` member of a JSON line's top level, or undefined. */
-function firstTopLevelString(line: string, key: string): string | undefined {
-  // Top-level members come before nested objects' in a pino line only for the bindings, which
-  // is what this is for: a binding is written before the record's own fields.
-  const match = new RegExp(`[{,]"${key}":("(?:[^"\\\\]|\\\\.)*")`).exec(line);
-  return match ? (JSON.parse(match[1]!) as string) : undefined;
 }
 
 function quoted(text: string): string {

@@ -21,21 +21,28 @@ const expired = () =>
 describe("human log lines", () => {
   it("are `HH:MM:SS LEVEL message model=ns/name key=value`, without pid, hostname or reconcileId", () => {
     const { log, lines } = capture("info");
+    // As the runtime's controller binds its reconcile logger.
     const reconcile = log.child({
       controller: "mlmodel",
+      kind: "MLModel",
       namespace: "default",
       name: "iris",
       reconcileId: "r1",
     });
     reconcile.info({ kind: "Deployment", name: "iris-predictor" }, "creating child");
-    assert.equal(lines.length, 1);
-    const line = lines[0]!;
+    reconcile.info("reconciled");
+    assert.equal(lines.length, 2);
+    const [child, done] = lines as [string, string];
+    assert.match(child, /^\d\d:\d\d:\d\d INFO {2}creating child model=default\/iris /);
+    assert.match(child, / kind=Deployment( |\n)/, "a record's own kind is shown");
+    assert.match(child, / name=iris-predictor( |\n)/, "a record's own name is shown");
     assert.match(
-      line,
-      /^\d\d:\d\d:\d\d INFO {2}creating child model=default\/iris name=iris-predictor kind=Deployment\n$/,
+      done,
+      /^\d\d:\d\d:\d\d INFO {2}reconciled model=default\/iris\n$/,
+      "the bound kind is not repeated",
     );
-    for (const noise of ["pid", "hostname", "reconcileId", "r1", "controller"]) {
-      assert.ok(!line.includes(noise), `${noise} left out: ${line}`);
+    for (const noise of ["pid", "hostname", "reconcileId", "r1", "controller", "MLModel", "@bound"]) {
+      assert.ok(!child.includes(noise) && !done.includes(noise), `${noise} left out: ${child}${done}`);
     }
   });
 
