@@ -29,6 +29,8 @@
  *   after `compact()` a watch from an older resourceVersion answers 410 Expired, so informers
  *   relist, as they do when etcd's history is compacted.
  *
+ * A Secret's stringData is stored in its data, base64-encoded, as the API server does.
+ *
  * What it does not do: validation against schemas or defaulting (a Deployment gets no
  * spec.strategy, a Pod no status: no kubelet, scheduler or controllers run; set a status with
  * applyStatus or a status patch), admission, RBAC, namespaces that must exist, list-type merge
@@ -505,6 +507,7 @@ export class FakeClient extends KubeClient {
     };
     if (!namespace) delete object.metadata.namespace;
     if (keepStatus && obj["status"] !== undefined) object["status"] = structuredClone(obj["status"]);
+    foldStringData(kind, object);
     const owned = leafPaths(ownedPartOf(object, undefined));
     if (object["status"] !== undefined) leafPaths(ownedPartOf(object, "status"), [], owned);
     const stored: Stored = { kind, object, owners: new Map([[`${manager}\0${operation}`, owned]]) };
@@ -582,6 +585,7 @@ export class FakeClient extends KubeClient {
   /** Stores `next` unless it changes nothing; a terminating object without finalizers goes. */
   #commitChange(stored: Stored, next: KubeObject): Stored {
     const old = stored.object;
+    foldStringData(stored.kind, next);
     next.metadata.resourceVersion = old.metadata.resourceVersion;
     next.metadata.generation = old.metadata.generation;
     if (sameJson(next, old)) return stored;
@@ -780,6 +784,17 @@ function matchesFailure(
     (!match.kind || kindId(match.kind) === kindId(kind)) &&
     (!match.name || match.name === name)
   );
+}
+
+/** A Secret's stringData written into its data, base64-encoded, as the API server stores it. */
+function foldStringData(kind: ResourceKind, obj: KubeObject): void {
+  const stringData = obj["stringData"];
+  if (kind.group !== "" || kind.kind !== "Secret" || !isMap(stringData)) return;
+  const data = isMap(obj["data"]) ? { ...obj["data"] } : {};
+  for (const [key, value] of Object.entries(stringData))
+    data[key] = Buffer.from(String(value)).toString("base64");
+  obj["data"] = data;
+  delete obj["stringData"];
 }
 
 /** The group and plural: the same objects whatever version they are read at. */

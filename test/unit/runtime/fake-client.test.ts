@@ -71,6 +71,19 @@ describe("FakeClient reads and writes", () => {
     assert.match(named.metadata.name!, /^gen-[a-z0-9]{5}$/);
   });
 
+  it("stores a Secret's stringData in its data, base64-encoded", async () => {
+    const client = new FakeClient();
+    const secret = { apiVersion: "v1", kind: "Secret", metadata: { name: "s", namespace: ns } };
+    await client.apply(
+      builtinKinds.Secret,
+      { ...secret, stringData: { token: "abc" } },
+      { fieldManager: "m" },
+    );
+    const stored = (await client.get(builtinKinds.Secret, { namespace: ns, name: "s" }))!;
+    assert.deepEqual(stored["data"], { token: Buffer.from("abc").toString("base64") });
+    assert.equal(stored["stringData"], undefined);
+  });
+
   it("answers a missing object: get undefined, delete false, patch and status writes 404", async () => {
     const client = new FakeClient();
     const key = { namespace: ns, name: "none" };
