@@ -177,7 +177,7 @@ export class FakeClient extends KubeClient {
 
   /** Field manager -> the fields it owns (".spec.replicas"), as server-side apply keeps them. */
   fieldOwners(kind: ResourceKind, key: ObjectKey): Record<string, string[]> {
-    const stored = this.#mustGet(kind, key, "get");
+    const stored = this.#mustGet(kind, key);
     const out: Record<string, string[]> = {};
     for (const [owner, paths] of stored.owners) {
       if (paths.size === 0) continue;
@@ -296,7 +296,7 @@ export class FakeClient extends KubeClient {
   ): Promise<T> {
     const key = requireKey(kind, obj);
     return this.#call("update", kind, key, opts.subresource, () => {
-      const stored = this.#mustGet(kind, key, "update");
+      const stored = this.#mustGet(kind, key);
       checkResourceVersion(kind, key, stored, obj.metadata.resourceVersion);
       const next =
         opts.subresource === "status" ? withStatusOf(stored.object, obj) : withMainOf(stored.object, obj);
@@ -350,7 +350,7 @@ export class FakeClient extends KubeClient {
       return structuredClone((await this.#applyCall(kind, obj, applyOpts, opts.subresource)).object) as T;
     }
     return this.#call("patch", kind, key, opts.subresource, () => {
-      const stored = this.#mustGet(kind, key, "patch");
+      const stored = this.#mustGet(kind, key);
       let patched: unknown;
       if (type === "json") patched = jsonPatch(stored.object, patch);
       else {
@@ -370,7 +370,7 @@ export class FakeClient extends KubeClient {
   override async delete(kind: ResourceKind, key: ObjectKey, opts: DeleteOptions = {}): Promise<boolean> {
     try {
       await this.#call("delete", kind, key, undefined, () => {
-        const stored = this.#mustGet(kind, key, "delete");
+        const stored = this.#mustGet(kind, key);
         const { uid, resourceVersion } = opts.preconditions ?? {};
         if (uid !== undefined && uid !== stored.object.metadata.uid)
           throw conflict(
@@ -735,7 +735,7 @@ export class FakeClient extends KubeClient {
     return out.sort((a, b) => keyString(keyOfStored(a)).localeCompare(keyString(keyOfStored(b))));
   }
 
-  #mustGet(kind: ResourceKind, key: ObjectKey, _verb: Verb): Stored {
+  #mustGet(kind: ResourceKind, key: ObjectKey): Stored {
     const stored = this.#objects.get(this.#id(kind, key));
     if (!stored) throw notFound(kind, key);
     return stored;
