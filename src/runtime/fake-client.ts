@@ -10,7 +10,11 @@
  *   changes nothing keeps the resourceVersion and sends no watch event;
  * - create of an existing name: 409 AlreadyExists; get of a missing object: undefined, and
  *   patch, replace and status writes of one: 404 NotFound; generateName;
- * - metadata.generation: 1 at create, bumped by a change outside metadata and status;
+ * - metadata.generation: 1 at create, bumped by a change outside metadata and status and when
+ *   deletion starts; for custom resources and the built-in kinds with a spec the API server
+ *   counts (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
+ *   PodDisruptionBudget, Ingress, NetworkPolicy, CustomResourceDefinition), none for the others
+ *   (ConfigMap, Secret, Service, HorizontalPodAutoscaler...), as a v1.36 API server does;
  * - the status subresource: writes to it change only status, other writes never change it
  *   (every kind is taken to have one);
  * - server-side apply: fields are owned per field manager (leaf paths; lists are atomic); a
@@ -156,7 +160,7 @@ export class FakeClient extends KubeClient {
   // ---- test helpers ----
 
   /**
-   * Stores objects as creates would (new uid, resourceVersion, generation 1), their status
+   * Stores objects as creates would (new uid, resourceVersion, generation), their status
    * kept (a create drops it), without recording requests: the world a test starts from.
    */
   seed(kind: ResourceKind, ...objects: KubeObject[]): this {
@@ -501,7 +505,7 @@ export class FakeClient extends KubeClient {
         name,
         ...(namespace ? { namespace } : {}),
         uid: randomUUID(),
-        generation: 1,
+        ...(counted(kind) ? { generation: 1 } : {}),
         creationTimestamp: timestamp(this.#clock),
       },
     };
@@ -589,7 +593,8 @@ export class FakeClient extends KubeClient {
     next.metadata.resourceVersion = old.metadata.resourceVersion;
     next.metadata.generation = old.metadata.generation;
     if (sameJson(next, old)) return stored;
-    if (!sameJson(specOf(next), specOf(old))) next.metadata.generation = (old.metadata.generation ?? 0) + 1;
+    if (old.metadata.generation !== undefined && !sameJson(specOf(next), specOf(old)))
+      next.metadata.generation = old.metadata.generation + 1;
     stored.object = next;
     if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
       this.#remove(stored, "Background");
@@ -606,6 +611,8 @@ export class FakeClient extends KubeClient {
       stored.object = structuredClone(old);
       stored.object.metadata.deletionTimestamp = timestamp(this.#clock);
       stored.object.metadata.deletionGracePeriodSeconds = 0;
+      if (old.metadata.generation !== undefined)
+        stored.object.metadata.generation = old.metadata.generation + 1;
       this.#commit(stored, "MODIFIED", old);
       return;
     }
@@ -795,6 +802,35 @@ function foldStringData(kind: ResourceKind, obj: KubeObject): void {
     data[key] = Buffer.from(String(value)).toString("base64");
   obj["data"] = data;
   delete obj["stringData"];
+}
+
+/** Built-in kinds whose objects get no metadata.generation from the API server. */
+const uncounted = new Set(
+  [
+    "Service",
+    "Endpoints",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "Namespace",
+    "Node",
+    "Event",
+    "CoreEvent",
+    "ControllerRevision",
+    "Lease",
+    "HorizontalPodAutoscaler",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+  ].map((name) => kindId(builtinKinds[name as keyof typeof builtinKinds])),
+);
+
+/** Whether the API server keeps metadata.generation for objects of `kind`. */
+function counted(kind: ResourceKind): boolean {
+  return !uncounted.has(kindId(kind));
 }
 
 /** The group and plural: the same objects whatever version they are read at. */

@@ -55,12 +55,14 @@ async function rejects(p: Promise<unknown>, code: number, reason?: string): Prom
 }
 
 describe("FakeClient reads and writes", () => {
-  it("creates with uid, resourceVersion, generation 1; a second create of the name is 409 AlreadyExists", async () => {
+  it("creates with uid, resourceVersion, generation where the kind keeps one; a second create of the name is 409 AlreadyExists", async () => {
     const client = new FakeClient();
     const created = await client.create(ConfigMap, configMap("a", { k: "v" }));
     assert.ok(created.metadata.uid);
-    assert.equal(created.metadata.generation, 1);
     assert.equal(created.metadata.resourceVersion, client.resourceVersion);
+    assert.equal(created.metadata.generation, undefined, "a ConfigMap has none, as on a real API server");
+    const counted = await client.create(Widget, widget("w", { size: 1 }));
+    assert.equal(counted.metadata.generation, 1, "a custom resource starts at 1");
     assert.deepEqual((await client.get(ConfigMap, { namespace: ns, name: "a" }))?.["data"], { k: "v" });
     await rejects(client.create(ConfigMap, configMap("a")), 409, "AlreadyExists");
     const named = await client.create(ConfigMap, {
@@ -272,6 +274,7 @@ describe("FakeClient garbage collection and finalizers", () => {
     await client.delete(Widget, key);
     const terminating = await client.get(Widget, key);
     assert.ok(terminating?.metadata.deletionTimestamp, "deletionTimestamp set");
+    assert.equal(terminating?.metadata.generation, 2, "deletion started: generation bumped");
     await client.patch(Widget, key, { metadata: { finalizers: null } }, "merge");
     assert.equal(await client.get(Widget, key), undefined);
   });
