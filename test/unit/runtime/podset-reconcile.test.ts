@@ -113,6 +113,10 @@ describe("PodSet reconcile on the fake client", () => {
       creates.map((r) => r.code),
       [201, 201, 409, 409],
     );
+    stale.refresh(); // the informers caught up
+    await reconcilePodSet(stale);
+    const podCreates = client.requests.filter((r) => r.verb === "create" && r.kind === "Pod");
+    assert.equal(podCreates.length, 4, "nothing left to create");
   });
 
   it("an error the API server answers fails the reconcile, to be retried", async () => {
