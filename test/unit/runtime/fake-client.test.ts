@@ -201,6 +201,18 @@ describe("FakeClient server-side apply", () => {
     assert.equal(unchanged.resourceVersion, second.resourceVersion, "the same apply again writes nothing");
   });
 
+  it('takes patch(..., "apply") as an apply and a strategic merge patch as a JSON merge patch', async () => {
+    const client = new FakeClient();
+    await client.patch(Deployment, key, deployment(2, { a: "1" }), "apply", { fieldManager: "op" });
+    assert.deepEqual(client.fieldOwners(Deployment, key)["op"]?.includes(".spec.replicas"), true);
+    await client.patch(Deployment, key, { metadata: { labels: { a: null, b: "2" } } }, "strategic");
+    assert.deepEqual((await client.get(Deployment, key))?.metadata.labels, { b: "2" });
+    await assert.rejects(
+      client.patch(Deployment, key, deployment(2, {}), "apply"),
+      /needs opts.fieldManager/,
+    );
+  });
+
   it("conflicts on a field another manager set to another value, unless forced; an equal value is shared", async () => {
     const client = new FakeClient();
     await client.apply(Deployment, deployment(2, {}), { fieldManager: "op" });
@@ -338,6 +350,24 @@ describe("FakeClient list and watch", () => {
     await client.delete(ConfigMap, { namespace: ns, name: "before" });
     await done;
     assert.deepEqual(seen, ["ADDED a", "MODIFIED a", "DELETED a", "DELETED before"]);
+  });
+
+  it("starts a watch without a resourceVersion with every current object ADDED", async () => {
+    const client = new FakeClient();
+    await client.create(ConfigMap, configMap("a"));
+    await client.create(ConfigMap, configMap("b"));
+    const ac = new AbortController();
+    const seen: string[] = [];
+    for await (const e of client.watch(
+      ConfigMap,
+      { namespace: ns, fieldSelector: "metadata.name!=b" },
+      ac.signal,
+    )) {
+      seen.push(`${e.type} ${e.object.metadata.name}`);
+      if (seen.length === 2) ac.abort();
+      else await client.create(ConfigMap, configMap("c"));
+    }
+    assert.deepEqual(seen, ["ADDED a", "ADDED c"]);
   });
 
   it("after compact(), an open watch and a watch from an older resourceVersion end with 410 Expired", async () => {
