@@ -73,6 +73,15 @@ describe("FakeClient reads and writes", () => {
     assert.match(named.metadata.name!, /^gen-[a-z0-9]{5}$/);
   });
 
+  it("seeds the objects a test starts from, status kept, without recording requests", async () => {
+    const client = new FakeClient().seed(Widget, { ...widget("w", { size: 1 }), status: { phase: "Ready" } });
+    const seeded = client.peek(Widget, { namespace: ns, name: "w" });
+    assert.deepEqual(seeded?.["status"], { phase: "Ready" });
+    assert.ok(seeded?.metadata.uid && seeded.metadata.resourceVersion);
+    assert.deepEqual(client.requests, []);
+    assert.equal((await client.list(Widget, { namespace: ns })).items.length, 1);
+  });
+
   it("stores a Secret's stringData in its data, base64-encoded", async () => {
     const client = new FakeClient();
     const secret = { apiVersion: "v1", kind: "Secret", metadata: { name: "s", namespace: ns } };
