@@ -140,5 +140,6 @@ export {
   defaultUnreachableMaxMs,
   nextStateAfterError,
   retryDelay,
+  watchErrorLog,
   watcher,
 } from "./watcher.ts";

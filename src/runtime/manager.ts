@@ -35,6 +35,7 @@ import { Reachability } from "./reachability.ts";
 import { closeServer, parseBindAddress, probe, serve } from "./server.ts";
 import { type IndexFunc, MultiStore, type Store } from "./store.ts";
 import { isDnsLabel, type KubeObject } from "./types.ts";
+import { watchErrorLog } from "./watcher.ts";
 
 export interface ManagerOptions {
   /**
@@ -442,8 +443,10 @@ export class Manager {
           clock: this.#clock,
           reachability: this.reachability,
           onEvent: this.metrics.watchEventHook(id),
-          onError: (err: unknown, state: { kind: string }, retryInMs: number) =>
-            this.log.warn({ err, cache: id, state: state.kind, retryInMs }, "watch error; retrying"),
+          onError: (err: unknown, state: { kind: string }, retryInMs: number) => {
+            const { level, message } = watchErrorLog(err);
+            this.log[level]({ err, cache: id, state: state.kind, retryInMs }, message);
+          },
         },
       };
       return optional
