@@ -5,14 +5,16 @@
  *
  * A cache entry is a directory with the binaries and a manifest of their sha256 digests,
  * written last: an entry without a manifest is an interrupted build, one whose digests do not
- * match is corrupted, and both are rebuilt.
+ * match is corrupted, and both are rebuilt. The real node runs the cached binaries as root, so
+ * its cache must be one only root can change (root-owned, 0700, under parents only root can
+ * write): else whoever can write there could replace a binary and its digest together.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream, existsSync, readFileSync } from "node:fs";
 import { access, constants, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { binaryCacheDir, wrapperModulesDir } from "./paths.ts";
+import { binaryCacheDir, rootOnlyProblem, tightenRootOwned, wrapperModulesDir } from "./paths.ts";
 import { versions } from "./versions.ts";
 
 export const binaryNames = [
@@ -337,12 +339,39 @@ async function fromUserDir<N extends string>(dir: string, names: readonly N[]): 
   return paths;
 }
 
+/** Where the cache entries live: one directory per recipe key. */
+export const entriesDir = (): string => join(binaryCacheDir(), "controlplane");
+
+/**
+ * Why the cache cannot hold binaries the real node runs as root (see rootOnlyProblem), or
+ * undefined; reads only (a cache not made yet has no problem).
+ */
+export async function nodeCacheProblem(): Promise<string | undefined> {
+  const root = entriesDir();
+  if (!existsSync(root)) return undefined;
+  return rootOnlyProblem("the binary cache", root);
+}
+
+/**
+ * Makes the cache one the real node may run binaries from, or throws why it cannot be: made
+ * 0700 when missing; one made before the rule, root-owned and writable by nobody else (so
+ * nobody else can have written it), tightened to 0700.
+ */
+async function secureNodeCache(progress: ProgressFn): Promise<void> {
+  const root = entriesDir();
+  await mkdir(root, { recursive: true, mode: 0o700 });
+  if (await tightenRootOwned(root))
+    progress(`made the binary cache ${root} mode 0700: the real node runs as root what it holds`);
+  const problem = await rootOnlyProblem("the binary cache", root);
+  if (problem) throw new BinaryError(problem);
+}
+
 /** Takes each recipe's entry from the cache, building (under a lock) the ones it lacks. */
 async function ensureRecipes<N extends string>(
   recipeList: Recipe[],
   progress: ProgressFn,
 ): Promise<Record<N, string>> {
-  const root = join(binaryCacheDir(), "controlplane");
+  const root = entriesDir();
   await mkdir(root, { recursive: true });
   const paths = {} as Record<N, string>;
   for (const recipe of recipeList) {
@@ -378,7 +407,7 @@ export async function nodeBinariesAvailable(): Promise<boolean> {
   const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
   if (userDir && nodeBinaryNames.every((name) => existsSync(join(userDir, name)))) return true;
   if (spawnSync("go", ["env", "GOVERSION"]).status === 0) return true;
-  const root = join(binaryCacheDir(), "controlplane");
+  const root = entriesDir();
   for (const recipe of nodeRecipes())
     if ((await inspectEntry(join(root, recipe.key), recipe)).state !== "ok") return false;
   return true;
@@ -392,5 +421,6 @@ export async function ensureNodeBinaries(progress: ProgressFn = () => {}): Promi
   const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
   if (userDir && nodeBinaryNames.every((name) => existsSync(join(userDir, name))))
     return fromUserDir(userDir, nodeBinaryNames);
+  await secureNodeCache(progress);
   return ensureRecipes<NodeBinaryName>(nodeRecipes(), progress);
 }

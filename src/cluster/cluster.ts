@@ -37,7 +37,7 @@ import {
 } from "./node/node.ts";
 import { ensureRealNodePrerequisites, PrerequisiteError } from "./node/prerequisites.ts";
 import type { NodePorts } from "./node/render.ts";
-import { kwokConfigFile, kwokStagesFile } from "./paths.ts";
+import { kwokConfigFile, kwokStagesFile, rootOnlyProblem } from "./paths.ts";
 import { generatePki, type RealNodeIdentity } from "./pki.ts";
 import {
   ComponentError,
@@ -201,9 +201,20 @@ async function allocatePorts(apiserverPort?: number): Promise<Ports> {
   return { etcdClient, etcdPeer, apiserver: apiserverPort ?? apiserver, controllerManager, scheduler, kwok };
 }
 
+/**
+ * A real node's cluster dir holds what `up` and `down` act on as root (the node's journal, its
+ * kubeconfigs and keys): refused unless only root can change it.
+ */
+async function requireRootOnlyDir(dir: string): Promise<void> {
+  const problem = await rootOnlyProblem("the cluster directory", dir);
+  if (problem) throw new ClusterError(`${problem}; a real node's cluster directory must be root's alone`);
+}
+
 /** Refuses a second `up` on a live cluster; clears what a dead one left behind. */
-async function claimDir(dir: string, progress: ProgressFn): Promise<() => Promise<void>> {
-  await mkdir(dir, { recursive: true });
+async function claimDir(dir: string, progress: ProgressFn, realNode: boolean): Promise<() => Promise<void>> {
+  // Private from the start: it holds the cluster's keys.
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (realNode || (await readJournal(dir))) await requireRootOnlyDir(dir);
   const lockPath = join(dir, "up.lock");
   let handle: Awaited<ReturnType<typeof open>>;
   try {
@@ -481,7 +492,7 @@ const portConflictAttempts = 3;
 export async function up(options: UpOptions): Promise<ClusterState> {
   const dir = resolve(options.dir);
   const progress = options.progress ?? (() => {});
-  const release = await claimDir(dir, progress);
+  const release = await claimDir(dir, progress, options.realNode === true);
   const realNode: RealNodeIdentity | undefined = options.realNode
     ? { nodeName: realNodeDefaults.nodeName, nodeIp: realNodeDefaults.nodeIp }
     : undefined;
@@ -669,6 +680,7 @@ export async function down(dirOption: string): Promise<DownResult | undefined> {
   const state = await readState(dir);
   // No state but a node journal or started processes: an `up` killed half-way. Undone all the same.
   const journal = await readJournal(dir);
+  if (journal) await requireRootOnlyDir(dir);
   const processes = state?.processes ?? (await readStarted(dir));
   if (!state && !journal && processes.length === 0) {
     if (existsSync(dir)) await rm(dir, { recursive: true, force: true });

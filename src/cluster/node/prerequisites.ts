@@ -10,14 +10,15 @@ import { join } from "node:path";
 import { type Asker, aptInstall, PrerequisiteError, thisProcess } from "../apt.ts";
 import {
   ensureNodeBinaries,
+  entriesDir,
   inspectEntry,
   type NodeBinaryPaths,
   nodeBinariesAvailable,
   nodeBinaryNames,
+  nodeCacheProblem,
   nodeRecipes,
   type ProgressFn,
 } from "../binaries.ts";
-import { binaryCacheDir } from "../paths.ts";
 import { listMounts } from "./host.ts";
 import { cachedBusybox, ensureNodeImages, type NodeImages } from "./images.ts";
 
@@ -157,8 +158,10 @@ export async function realNodePrerequisitesMissing(): Promise<string | undefined
     return `missing ${missing.map((r) => r.path).join(", ")} (Debian packages ${[...new Set(missing.map((r) => r.pkg))].join(" ")})`;
   const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
   if (!userDir || !nodeBinaryNames.every((name) => existsSync(join(userDir, name)))) {
+    const cacheProblem = await nodeCacheProblem();
+    if (cacheProblem) return cacheProblem;
     for (const recipe of nodeRecipes()) {
-      const entry = await inspectEntry(join(binaryCacheDir(), "controlplane", recipe.key), recipe);
+      const entry = await inspectEntry(join(entriesDir(), recipe.key), recipe);
       if (entry.state !== "ok") return `${recipe.key} is not built yet (cold: ${recipe.coldBuild})`;
     }
   }

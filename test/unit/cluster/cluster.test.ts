@@ -1,10 +1,11 @@
 // test-needs: openssl
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
+import { ClusterError, up } from "../../../src/cluster/cluster.ts";
 import { renderKubeconfig } from "../../../src/cluster/kubeconfig.ts";
 import { kwokStagesFile, wrapperModulesDir } from "../../../src/cluster/paths.ts";
 import { generatePki } from "../../../src/cluster/pki.ts";
@@ -89,5 +90,23 @@ describe("pki", () => {
     });
     assert.match(text, /certificate-authority-data: Q0E=/);
     assert.match(text, /current-context: mlmodel-local/);
+  });
+});
+
+describe("a real node's cluster directory", () => {
+  it("is refused before anything starts unless only root can change it, naming the path, its mode and the fix", async () => {
+    const dir = join(scratchDir("open-cluster"), "cluster");
+    mkdirSync(dir);
+    chmodSync(dir, 0o755);
+    await assert.rejects(up({ dir, realNode: true }), (err: Error) => {
+      assert.ok(err instanceof ClusterError);
+      assert.match(
+        err.message,
+        new RegExp(`^the cluster directory ${dir} is owned by uid \\d+ with mode 0755`),
+      );
+      assert.match(err.message, new RegExp(`chmod 0700 ${dir}`));
+      return true;
+    });
+    assert.deepEqual(readdirSync(dir), [], "nothing was written into it");
   });
 });
