@@ -18,6 +18,8 @@ import {
   waitForDefaultServiceAccount,
   waitForNodesReady,
 } from "./bootstrap.ts";
+import { ClusterError } from "./errors.ts";
+import { installGatewayApiCrds } from "./gateway-api.ts";
 import { renderKubeconfig } from "./kubeconfig.ts";
 import { clusterNetwork } from "./network.ts";
 import { kwokTaint, realNodeDefaults } from "./node/config.ts";
@@ -50,12 +52,7 @@ import {
 } from "./process.ts";
 import { type Component, type ControlPlaneComponent, type NodeComponent, versions } from "./versions.ts";
 
-export class ClusterError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ClusterError";
-  }
-}
+export { ClusterError };
 
 export interface Ports {
   etcdClient: number;
@@ -638,11 +635,7 @@ async function startCluster(
     .filter(Boolean)
     .join(" and ");
   progress(`${nodeSummary} Ready; control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
-  if (options.gatewayApi) {
-    // Loaded when asked for: gateway-api.ts imports ClusterError from here (no static cycle).
-    const { installGatewayApiCrds } = await import("./gateway-api.ts");
-    await installGatewayApiCrds(kubeconfigPath(dir), progress);
-  }
+  if (options.gatewayApi) await installGatewayApiCrds(kubeconfigPath(dir), progress);
 
   const state: ClusterState = {
     version: 1,
