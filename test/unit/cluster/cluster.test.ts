@@ -1,6 +1,7 @@
 // test-needs: openssl
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { X509Certificate } from "node:crypto";
 import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -78,6 +79,37 @@ describe("pki", () => {
       { encoding: "utf8" },
     );
     assert.match(sans, /IP Address:127\.0\.0\.1/);
+  });
+
+  it("gives etcd a CA of its own, under the cluster CA, that signed only etcd's and the API server's certificates", async () => {
+    const pki = await generatePki({ nodeName: "mlmodel-node", nodeIp: "10.77.0.1" });
+    const clusterCa = new X509Certificate(pki.ca.certPem);
+    const etcdCa = new X509Certificate(pki.etcd.ca);
+    assert.ok(etcdCa.ca && etcdCa.verify(clusterCa.publicKey), "etcd's CA is signed by the cluster CA");
+    const clientAuth = "1.3.6.1.5.5.7.3.2";
+    const serverAuth = "1.3.6.1.5.5.7.3.1";
+    // What etcd admits (--trusted-ca-file, --client-cert-auth): a client certificate its CA signed.
+    const admitted = (pem: string) => {
+      const cert = new X509Certificate(pem);
+      return cert.verify(etcdCa.publicKey) && (cert.keyUsage ?? []).includes(clientAuth);
+    };
+    assert.ok(admitted(pki.etcd.apiserverClient.certPem), "the API server's etcd client certificate");
+    const others = {
+      ...Object.fromEntries(
+        Object.entries(pki.clients).map(([name, pair]) => [`client ${name}`, pair.certPem]),
+      ),
+      "API server serving": pki.apiserver.certPem,
+      "kubelet serving": pki.realNode!.kubeletServing.certPem,
+      "API server towards kubelets": pki.realNode!.apiserverKubeletClient.certPem,
+    };
+    for (const [name, pem] of Object.entries(others)) assert.equal(admitted(pem), false, name);
+    // etcd's certificate comes with its CA, so that clients trusting the cluster CA verify it.
+    const [leaf, chained] = pki.etcd.server.certPem.split(/(?<=-----END CERTIFICATE-----\n)/);
+    assert.equal(chained, pki.etcd.ca);
+    const server = new X509Certificate(leaf!);
+    assert.ok(server.verify(etcdCa.publicKey));
+    assert.deepEqual([...(server.keyUsage ?? [])].sort(), [serverAuth, clientAuth].sort());
+    assert.ok(server.checkIP("127.0.0.1"), "etcd is reached at 127.0.0.1");
   });
 
   it("renders a self-contained kubeconfig", () => {
