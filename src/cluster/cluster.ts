@@ -16,6 +16,7 @@ import { type BinaryPaths, ensureBinaries, isAlive, type ProgressFn } from "./bi
 import {
   adminClient,
   createFakeNodes,
+  grantKwok,
   waitForDefaultServiceAccount,
   waitForNodesReady,
 } from "./bootstrap.ts";
@@ -656,6 +657,7 @@ async function startCluster(
   const apiserver = start("kube-apiserver");
   await waitHealthy(apiserver, `${server}/readyz`, { ca }, 90_000);
   progress(`kube-apiserver is ready at ${server}`);
+  await grantKwok(kubeconfigPath(dir));
 
   const controllerManager = start("kube-controller-manager");
   const scheduler = start("kube-scheduler");

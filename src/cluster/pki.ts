@@ -1,9 +1,8 @@
 /**
  * TLS material for the local control plane: one CA, the API server's serving certificate,
- * one client certificate per component (all in system:masters, with distinct common names
- * so the audit log says who wrote what), etcd's own CA (signed by the cluster CA) with etcd's
- * serving certificate and the API server's client certificate towards etcd, and the
- * service-account signing key pair.
+ * one client certificate per component (with distinct common names so the audit log says who
+ * wrote what), etcd's own CA (signed by the cluster CA) with etcd's serving certificate and
+ * the API server's client certificate towards etcd, and the service-account signing key pair.
  *
  * ECDSA P-256 throughout: key generation takes milliseconds where RSA takes a second.
  */
@@ -189,8 +188,22 @@ async function createLeaf(ca: Ca, options: LeafOptions): Promise<KeyPair> {
   return { certPem: cert.toString("pem"), keyPem: await privateKeyPem(keys.privateKey) };
 }
 
-/** Client identities the control plane's own components use. */
-export const clientIdentities = ["admin", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
+/** The common name of kwok's client certificate, bound to its ClusterRole at bootstrap. */
+export const kwokIdentity = "mlmodel:kwok";
+
+/**
+ * The subjects of the control plane's own client certificates, each least-privileged: the
+ * controller manager and the scheduler are the users the API server's default RBAC binds
+ * (system:kube-controller-manager, system:kube-scheduler, as on kubeadm clusters); kwok is
+ * bound to a ClusterRole of what its stages do (bootstrap.ts). Only the admin, the cluster
+ * owner's kubeconfig, is in system:masters.
+ */
+export const controlPlaneClientSubjects = {
+  admin: "CN=mlmodel-admin, O=system:masters",
+  "kube-controller-manager": "CN=system:kube-controller-manager",
+  "kube-scheduler": "CN=system:kube-scheduler",
+  kwok: `CN=${kwokIdentity}`,
+} as const;
 
 /**
  * Client identities of a real node's components: none is in system:masters. kubelet is a
@@ -217,13 +230,8 @@ export async function generatePki(realNode?: RealNodeIdentity): Promise<ClusterP
   });
   const etcd = await createEtcdPki(ca);
   const clients: Record<string, KeyPair> = {};
-  for (const identity of clientIdentities) {
-    const commonName = identity === "admin" ? "mlmodel-admin" : `system:${identity}`;
-    clients[identity] = await createLeaf(ca, {
-      subject: `CN=${commonName}, O=system:masters`,
-      usage: "client",
-    });
-  }
+  for (const [identity, subject] of Object.entries(controlPlaneClientSubjects))
+    clients[identity] = await createLeaf(ca, { subject, usage: "client" });
   if (realNode) {
     for (const [identity, subject] of Object.entries(realNodeClientSubjects(realNode.nodeName)))
       clients[identity] = await createLeaf(ca, { subject, usage: "client" });

@@ -6,6 +6,7 @@ import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
+import { kwokRbac } from "../../../src/cluster/bootstrap.ts";
 import { ClusterError, up } from "../../../src/cluster/cluster.ts";
 import { renderKubeconfig } from "../../../src/cluster/kubeconfig.ts";
 import { kwokStagesFile, wrapperModulesDir } from "../../../src/cluster/paths.ts";
@@ -79,6 +80,17 @@ describe("pki", () => {
       { encoding: "utf8" },
     );
     assert.match(sans, /IP Address:127\.0\.0\.1/);
+  });
+
+  it("puts only the admin in system:masters: the other components get their least-privileged identities", async () => {
+    const pki = await generatePki({ nodeName: "mlmodel-node", nodeIp: "10.77.0.1" });
+    const subject = (name: string) => new X509Certificate(pki.clients[name]!.certPem).subject.split("\n");
+    assert.deepEqual(subject("admin"), ["CN=mlmodel-admin", "O=system:masters"]);
+    assert.deepEqual(subject("kube-controller-manager"), ["CN=system:kube-controller-manager"]);
+    assert.deepEqual(subject("kube-scheduler"), ["CN=system:kube-scheduler"]);
+    assert.deepEqual(subject("kwok"), [`CN=${kwokRbac().binding.subjects![0]!.name}`]);
+    const masters = Object.keys(pki.clients).filter((name) => subject(name).includes("O=system:masters"));
+    assert.deepEqual(masters, ["admin"]);
   });
 
   it("gives etcd a CA of its own, under the cluster CA, that signed only etcd's and the API server's certificates", async () => {
