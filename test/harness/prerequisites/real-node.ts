@@ -49,7 +49,7 @@ export function requiredOn(machine: MachineKind = thisMachine()): string[] {
 export const realNode: Prerequisite = {
   name: "real-node",
   summary:
-    "a real node's Debian packages (containerd, runc, CNI plugins, iptables), kubelet and kube-proxy (cold: ~4 min), local-path-provisioner (cold: ~8 min) and its pause and busybox images",
+    "a real node's Debian packages (containerd, runc, CNI plugins, iptables), local-path-provisioner (cold: ~8 min), then kubelet and kube-proxy once the control plane's Kubernetes build is done, from its compiled packages (2-4 min), and its pause and busybox images",
   async check(): Promise<CheckResult> {
     const support = await realNodeSupport();
     if (!support.ok)

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { chmodSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,8 +9,11 @@ import {
   checkGoToolchain,
   ensureNodeBinaries,
   inspectEntry,
+  nodeBinaryNames,
+  nodeBuildOrder,
   nodeCacheProblem,
   recipes,
+  withBuildLock,
 } from "../../../src/cluster/binaries.ts";
 import { rootOnlyProblem, type StatPath, tightenRootOwned } from "../../../src/cluster/paths.ts";
 import { scratchDir } from "../../harness/scratch.ts";
@@ -192,3 +196,49 @@ describe("directories the real node runs from as root", () => {
     }
   });
 });
+
+describe("the real node's build order", () => {
+  it("builds kubelet and kube-proxy after the control plane's Kubernetes binaries, with the same flags, the rest before", () => {
+    const order = nodeBuildOrder();
+    const keys = order.map((r) => r.key);
+    const controlPlane = recipes.find((r) => r.binaries.includes("kube-apiserver"))!;
+    const node = order.find((r) => r.binaries.includes("kubelet"))!;
+    assert.ok(keys.indexOf(controlPlane.key) < keys.indexOf(node.key), keys.join(", "));
+    assert.equal(keys.at(-1), node.key);
+    // Go reuses a compiled package only when it is built from the same module with the same flags.
+    assert.equal(node.moduleDir, controlPlane.moduleDir);
+    assert.deepEqual(node.ldflags, controlPlane.ldflags);
+    assert.deepEqual(
+      order
+        .flatMap((r) => r.binaries)
+        .filter((b) => (nodeBinaryNames as readonly string[]).includes(b))
+        .sort(),
+      [...nodeBinaryNames].sort(),
+      "every binary of the node is built",
+    );
+  });
+
+  it("says who holds a build's lock while it waits for it, once", async () => {
+    const dir = join(scratchDir("lock"), "entry");
+    const holder = spawn("sleep", ["30"], { stdio: "ignore" });
+    writeFileSync(`${dir}.lock`, String(holder.pid));
+    const heard: number[] = [];
+    let ran = false;
+    const locked = withBuildLock(
+      dir,
+      async () => {
+        ran = true;
+      },
+      (pid) => heard.push(pid),
+    );
+    await waitUntil(() => heard.length > 0);
+    assert.equal(ran, false, "not while another process holds the lock");
+    holder.kill();
+    await locked;
+    assert.deepEqual([heard, ran], [[holder.pid], true]);
+  });
+});
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((r) => setTimeout(r, 20));
+}
