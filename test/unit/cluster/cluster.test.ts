@@ -2,13 +2,14 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { kwokRbac } from "../../../src/cluster/bootstrap.ts";
-import { ClusterError, up } from "../../../src/cluster/cluster.ts";
+import { ClusterError, down, up } from "../../../src/cluster/cluster.ts";
 import { renderKubeconfig } from "../../../src/cluster/kubeconfig.ts";
+import { nodePaths } from "../../../src/cluster/node/config.ts";
 import { kwokStagesFile, wrapperModulesDir } from "../../../src/cluster/paths.ts";
 import { generatePki } from "../../../src/cluster/pki.ts";
 import { versions } from "../../../src/cluster/versions.ts";
@@ -152,5 +153,23 @@ describe("a real node's cluster directory", () => {
       return true;
     });
     assert.deepEqual(readdirSync(dir), [], "nothing was written into it");
+  });
+
+  it("is refused by down when it holds a node's journal that others could have written", async () => {
+    const dir = join(scratchDir("open-journal"), "cluster");
+    const journal = nodePaths(dir).journal;
+    mkdirSync(dirname(journal), { recursive: true });
+    // Whatever such a journal names (a sysctl, a bridge, a pid), down must not act on it as root.
+    writeFileSync(journal, JSON.stringify({ version: 1, processes: [] }));
+    chmodSync(dir, 0o777);
+    await assert.rejects(down(dir), (err: Error) => {
+      assert.ok(err instanceof ClusterError);
+      assert.match(
+        err.message,
+        new RegExp(`^the cluster directory ${dir} is owned by uid \\d+ with mode 0777`),
+      );
+      return true;
+    });
+    assert.ok(existsSync(journal), "left as it was");
   });
 });
