@@ -50,8 +50,9 @@ export function modelReferences(model: Readonly<MLModel>): string[] {
 }
 
 /**
- * Only whether a Secret exists and which keys it has matters to the operator: values are
- * dropped before they reach the cache, so the operator's memory holds no credentials.
+ * Only whether a Secret exists and who owns it matters to the operator: its cache lists and
+ * watches metadata only, so no value reaches the operator; this keeps a Secret's values out of
+ * the cache whatever its source sends.
  */
 export function secretWithoutValues(obj: KubeObject): KubeObject {
   const data = (obj as { data?: Record<string, string> }).data ?? {};
@@ -98,7 +99,12 @@ export const modelCaches: readonly { kind: ResourceKind; options: CacheOptions }
   { kind: mlModelKind, options: { indexes: { [referenceIndex]: modelReferences as IndexFunc } } },
   {
     kind: builtinKinds.Secret,
-    options: { transform: secretWithoutValues, indexes: { [uriSecretsByModelIndex]: uriSecretModelKeys } },
+    options: {
+      // Metadata only: whether a Secret exists and who owns it; its values never reach us.
+      metadataOnly: true,
+      transform: secretWithoutValues,
+      indexes: { [uriSecretsByModelIndex]: uriSecretModelKeys },
+    },
   },
   // Only canary pods: the operator never holds every pod of the cluster, nor every pod of its
   // own, in memory. Nothing reads this cache: its watch only wakes the canary's model.

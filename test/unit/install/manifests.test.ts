@@ -50,10 +50,12 @@ describe("install manifests", () => {
     assert.deepEqual([...granted].sort(), [...declared].sort());
     for (const r of role.rules) {
       assert.ok(!r.verbs.includes("*") && !r.resources.includes("*") && !r.apiGroups.includes("*"));
+      // Every read is a cache's list and watch.
+      assert.ok(!r.verbs.includes("get"), `get ${r.resources.join(", ")}`);
     }
-    // Secrets: created (model URIs with credentials in them), never changed or deleted.
+    // Secrets: created (model URIs with credentials in them), never read by name, changed or deleted.
     assert.ok(granted.has("/secrets:create"));
-    for (const verb of ["patch", "update", "delete", "deletecollection"])
+    for (const verb of ["get", "patch", "update", "delete", "deletecollection"])
       assert.ok(!granted.has(`/secrets:${verb}`), `secrets:${verb}`);
   });
 
@@ -81,7 +83,7 @@ describe("install manifests", () => {
 
   it("merges resources that share a group and verbs", () => {
     const rules = rulesFor(operatorAccess);
-    const core = rules.find((r) => r.apiGroups[0] === "" && r.verbs.join() === "get,list,watch");
+    const core = rules.find((r) => r.apiGroups[0] === "" && r.verbs.join() === "list,watch");
     assert.deepEqual(core?.resources, ["configmaps", "pods"]);
   });
 });
@@ -187,7 +189,6 @@ describe("a namespaced install", () => {
   it("grants cluster-wide only the cluster-scoped kinds: no Secret, pod or workload anywhere else", () => {
     const clusterRole = objects.find((o) => o.kind === "ClusterRole") as Role;
     assert.deepEqual(grants(clusterRole), [
-      "serving.mlmodel.dev/clusterservingruntimes:get",
       "serving.mlmodel.dev/clusterservingruntimes:list",
       "serving.mlmodel.dev/clusterservingruntimes:watch",
     ]);
