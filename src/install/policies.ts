@@ -141,6 +141,8 @@ export const identityPolicy: PolicySpec = {
 };
 
 const podSpec = "object.spec.template.spec";
+const mountsNoToken = `has(${podSpec}.automountServiceAccountToken) && ${podSpec}.automountServiceAccountToken == false && (!has(${podSpec}.volumes) || ${podSpec}.volumes.all(v, !has(v.projected) || !has(v.projected.sources) || v.projected.sources.all(s, !has(s.serviceAccountToken))))`;
+const runsAsIdentity = `has(${podSpec}.serviceAccountName) && ${podSpec}.serviceAccountName == variables.identity`;
 
 export const workloadPolicy: PolicySpec = {
   suffix: "workloads",
@@ -149,12 +151,13 @@ export const workloadPolicy: PolicySpec = {
   variables: [modelOfObject, identityOfModel],
   validations: [
     {
-      expression: `!(${isResource("jobs")}) || (variables.identity != '' && has(${podSpec}.serviceAccountName) && ${podSpec}.serviceAccountName == variables.identity)`,
-      message: `a Job of the MLModel operator must run as its model's download ServiceAccount (${identityName})`,
+      // The download Job runs as its identity; the prune Job as the default account, no token.
+      expression: `!(${isResource("jobs")}) || (variables.identity != '' && ${runsAsIdentity}) || ((!has(${podSpec}.serviceAccountName) || ${podSpec}.serviceAccountName == 'default') && ${mountsNoToken})`,
+      message: `a Job of the MLModel operator must run as its model's download ServiceAccount (${identityName}), or as the namespace's default ServiceAccount with no token mounted (automountServiceAccountToken: false, no projected token)`,
       reason: "Forbidden",
     },
     {
-      expression: `!(${isResource("deployments")}) || (has(${podSpec}.automountServiceAccountToken) && ${podSpec}.automountServiceAccountToken == false && !(has(${podSpec}.serviceAccountName) && ${podSpec}.serviceAccountName == variables.identity) && (!has(${podSpec}.volumes) || ${podSpec}.volumes.all(v, !has(v.projected) || !has(v.projected.sources) || v.projected.sources.all(s, !has(s.serviceAccountToken)))))`,
+      expression: `!(${isResource("deployments")}) || (${mountsNoToken} && !(${runsAsIdentity}))`,
       message:
         "a Deployment of the MLModel operator must mount no ServiceAccount token (automountServiceAccountToken: false, no projected token) and may not run as a download identity; its ServiceAccount is the one the MLModel names (spec.serviceAccountName), checked when the model was admitted",
       reason: "Forbidden",

@@ -12,7 +12,7 @@ import {
   referencePolicy,
   workloadPolicy,
 } from "../../../src/install/policies.ts";
-import { operatorAccess } from "../../../src/operator/access.ts";
+import { leaderElectionAccess, operatorAccess } from "../../../src/operator/access.ts";
 import { uriSecretType } from "../../../src/operator/desired.ts";
 import { childNames } from "../../../src/operator/names.ts";
 import type { KubeObject } from "../../../src/runtime/index.ts";
@@ -225,5 +225,19 @@ describe("a namespaced install", () => {
         ["team-b", "ops"],
       ],
     );
+  });
+});
+
+describe("docs/install.md", () => {
+  it("its RBAC table lists every right the operator holds, with the generated verbs", () => {
+    const text = readFileSync(join(deployDir, "..", "docs", "install.md"), "utf8");
+    const rows = [...text.matchAll(/^\| `([\w.-]+)` \| `([\w/]+)` \| ([\w, ]+) \|/gm)].map(
+      ([, group, resource, verbs]) => `${group === "core" ? "" : group}/${resource}: ${verbs!.trim()}`,
+    );
+    const generated = [...operatorAccess, leaderElectionAccess].map(
+      (a) =>
+        `${a.kind.group}/${a.subresource ? `${a.kind.plural}/${a.subresource}` : a.kind.plural}: ${[...a.verbs].sort().join(", ")}`,
+    );
+    assert.deepEqual(rows.sort(), generated.sort());
   });
 });
