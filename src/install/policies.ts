@@ -215,11 +215,19 @@ export const referencePolicy: PolicySpec = {
   operatorOnly: false,
   resourceRules: [rule(mlModelKind.group, [mlModelKind.plural])],
   variables: referenceChecks.map((c) => ({ name: c.name, expression: c.named })),
-  validations: referenceChecks.map((c) => ({
-    expression: `variables.${c.name} == '' || ${c.allowed}`,
-    messageExpression: `${cel(`${c.field}: `)} + request.userInfo.username + ' may not ' + ${c.missing} + ' in namespace ' + request.namespace + ${cel(`; an MLModel may name only what its author may use (${c.why})`)}`,
-    reason: "Forbidden",
-  })),
+  validations: [
+    ...referenceChecks.map((c) => ({
+      expression: `variables.${c.name} == '' || ${c.allowed}`,
+      messageExpression: `${cel(`${c.field}: `)} + request.userInfo.username + ' may not ' + ${c.missing} + ' in namespace ' + request.namespace + ${cel(`; an MLModel may name only what its author may use (${c.why})`)}`,
+      reason: "Forbidden" as const,
+    })),
+    {
+      // The operator runs no Deployment as a download identity (workloadPolicy): say so here.
+      expression: `variables.serviceAccount != object.metadata.name + ${cel(childNames.downloader(""))}`,
+      messageExpression: `'spec.serviceAccountName: ' + variables.serviceAccount + ${cel(" is this model's download identity, which the operator makes for its download Job alone; name another ServiceAccount")}`,
+      reason: "Forbidden",
+    },
+  ],
 };
 
 export const admissionPolicies: readonly PolicySpec[] = [

@@ -176,6 +176,16 @@ describe("an MLModel may name only what its author may use", () => {
     );
     const admitted = await create(author, model("own-account", spec));
     assert.equal(admitted.code, 200, admitted.message);
+    // Not even its author may run a model's serving pods as that model's download identity.
+    const asDownloader = await create(
+      author,
+      model("mine", { model: s3(), serviceAccountName: childNames.downloader("mine") }),
+    );
+    assert.equal(asDownloader.code, 403, asDownloader.message);
+    assert.match(
+      asDownloader.message,
+      /spec\.serviceAccountName: mine-downloader is this model's download identity/,
+    );
   });
 
   it("refuses a ConfigMap its author may not read", async () => {

@@ -163,7 +163,8 @@ describe("admission policies", () => {
     assert.equal(spec.matchConstraints.resourceRules[0]!.resources[0], "mlmodels");
     assert.deepEqual(spec.matchConstraints.resourceRules[0]!.operations, ["CREATE", "UPDATE"]);
     assert.equal(spec.matchConditions, undefined, "every author, not only the operator");
-    const checks = spec.validations.map((v) => [
+    const [secret, config, account, downloadIdentity] = spec.validations;
+    const checks = [secret!, config!, account!].map((v) => [
       /resource\('(\w+)'\)/.exec(v.expression)?.[1],
       /check\('(\w+)'\)/.exec(v.expression)?.[1],
       /^'([\w.]+):/.exec(v.messageExpression ?? "")?.[1],
@@ -173,8 +174,13 @@ describe("admission policies", () => {
       ["configmaps", "get", "spec.model.configMapRef.name"],
       ["pods", "create", "spec.serviceAccountName"],
     ]);
-    for (const v of spec.validations)
+    for (const v of [secret!, config!, account!])
       assert.match(v.messageExpression!, /request\.userInfo\.username \+ ' may not '/);
+    // And no model runs its serving pods as its own download identity.
+    assert.equal(
+      downloadIdentity?.expression,
+      `variables.serviceAccount != object.metadata.name + '${childNames.downloader("")}'`,
+    );
   });
 });
 
