@@ -54,8 +54,8 @@ export const operatorAccess: Access[] = [
     verbs: read,
     why: "truthful status: readiness, crash loops, image pulls, scheduling (a canary's pods watched; the serving pods listed while their Deployment has not settled; a download Job's while it has no pod ready or failed)",
   },
-  // Listed and watched metadata only (mlmodel/caches.ts): the values never reach the operator,
-  // though RBAC cannot tell such a watch from one of whole Secrets. Create only: a model URI
+  // Listed and watched metadata only (mlmodel/caches.ts): the values are never sent to the
+  // operator, though RBAC cannot tell such a watch from one of whole Secrets. Create only: a model URI
   // with credentials in it (a pre-signed URL, a SAS) is kept in a Secret of its revision, which
   // the download Job reads (mlmodel/syncers/uri-secret.ts). Never get, patch, update or delete:
   // the operator cannot change any Secret, not even its own (they are immutable and
@@ -64,7 +64,7 @@ export const operatorAccess: Access[] = [
   {
     kind: builtinKinds.Secret,
     verbs: [...read, "create"],
-    why: "knows whether a credentials Secret or a revision's URI Secret exists, and whose it is (a metadata-only watch: no value reaches the operator); creates the Secret holding a model URI that has credentials in it",
+    why: "knows whether a credentials Secret or a revision's URI Secret exists, and whose it is (a metadata-only watch: no value is cached); creates the Secret holding a model URI that has credentials in it",
   },
   { kind: builtinKinds.ConfigMap, verbs: read, why: "waits for a missing model config ConfigMap" },
   { kind: builtinKinds.Event, verbs: ["create", "patch"], why: "Events on status transitions" },

@@ -49,14 +49,21 @@ export function modelReferences(model: Readonly<MLModel>): string[] {
   return specReferences(model.metadata.namespace!, model.spec).map(referenceKey);
 }
 
+/** Where client-side `kubectl apply` keeps the object it applied: a Secret's data included. */
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration";
+
 /**
  * Only whether a Secret exists and who owns it matters to the operator: its cache lists and
- * watches metadata only, so no value reaches the operator; this keeps a Secret's values out of
- * the cache whatever its source sends.
+ * watches metadata only, so no value arrives but in the annotation `kubectl apply` writes,
+ * which is dropped here; this keeps a Secret's values out of the cache whatever its source sends.
  */
 export function secretWithoutValues(obj: KubeObject): KubeObject {
   const data = (obj as { data?: Record<string, string> }).data ?? {};
   const { managedFields: _m, ...metadata } = obj.metadata;
+  if (metadata.annotations?.[lastApplied] !== undefined) {
+    const { [lastApplied]: _applied, ...annotations } = metadata.annotations;
+    metadata.annotations = annotations;
+  }
   return {
     apiVersion: obj.apiVersion,
     kind: obj.kind,

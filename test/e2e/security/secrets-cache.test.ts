@@ -1,6 +1,7 @@
 /**
  * The operator's Secret cache on the real API server: it lists and watches metadata only, so a
- * Secret's values (and even its keys) never reach the operator's process.
+ * Secret's values (and even its keys) never reach the operator's process, but for the copy
+ * client-side `kubectl apply` keeps in an annotation, which the cache drops.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -17,6 +18,8 @@ import { createNamespace, type TestNamespace, waitFor } from "../../harness/clus
 import { adminClient } from "../operator/helpers.ts";
 
 const canary = `canary-${crypto.randomUUID()}`;
+// The value of a Secret written by client-side `kubectl apply`, which copies it into an annotation.
+const applied = `applied-${crypto.randomUUID()}`;
 
 describe("the operator's Secret cache", () => {
   let ns: TestNamespace;
@@ -30,6 +33,19 @@ describe("the operator's Secret cache", () => {
       kind: "Secret",
       metadata: { name: "creds", namespace: ns.name, labels: { team: "a" } },
       stringData: { AWS_SECRET_ACCESS_KEY: canary },
+    } as KubeObject);
+    const appliedSecret = {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "applied", namespace: ns.name },
+      stringData: { token: applied },
+    };
+    await admin.create(builtinKinds.Secret, {
+      ...appliedSecret,
+      metadata: {
+        ...appliedSecret.metadata,
+        annotations: { "kubectl.kubernetes.io/last-applied-configuration": JSON.stringify(appliedSecret) },
+      },
     } as KubeObject);
   });
 
@@ -75,7 +91,10 @@ describe("the operator's Secret cache", () => {
       );
       assert.deepEqual(cached.metadata.labels, { team: "a" });
       assert.deepEqual(Object.keys((cached as { data?: object }).data ?? {}), [], "not even the keys");
-      assert.equal(JSON.stringify(store.list()).includes(canary), false);
+      const everything = JSON.stringify(store.list());
+      assert.ok(store.get({ namespace: ns.name, name: "applied" }), "the applied Secret is cached");
+      assert.equal(everything.includes(canary), false);
+      assert.equal(everything.includes(applied), false, "kubectl's copy of the applied Secret is dropped");
     } finally {
       ac.abort();
       await running;
