@@ -115,6 +115,7 @@ export class GcsSource implements Source {
     const ca = creds.caCertificates();
     const sa = loadKey(creds);
     const common = {
+      credentialOrigin: this.base,
       authHint: creds.secretHint(`${names.serviceAccountFile} (the service account's access)`),
       ...(ca ? { ca } : {}),
     };

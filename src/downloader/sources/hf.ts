@@ -1,7 +1,7 @@
 // hf://org/repo[@revision][/path] over the Hugging Face hub's HTTP API, as huggingface_hub uses
 // it: the revision is pinned to a commit first (GET /api/models/{repo}/revision/{rev}), the
 // files are listed from that commit's tree, and each is read from /{repo}/resolve/{sha}/{path}
-// (which may redirect to a CDN; undici drops the token on a cross-origin hop).
+// (which may redirect to a CDN). The token goes to HF_ENDPOINT's origin only.
 import { credentialNames } from "../contract.ts";
 import type { Credentials } from "../credentials.ts";
 import { DownloadError } from "../errors.ts";
@@ -42,6 +42,8 @@ export class HfSource implements Source {
     const token = creds.get(names.token);
     const ca = creds.caCertificates();
     this.client = new HttpClient({
+      // A next-page Link or a /resolve/ redirect to another origin (a CDN) gets no token.
+      credentialOrigin: this.endpoint,
       authHint: creds.secretHint(`${names.token} (a token with read access to ${loc.repo})`),
       ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}),
       ...(ca ? { ca } : {}),

@@ -274,8 +274,23 @@ describe("small parsers", () => {
     rejects(
       () => parseHeaderLines("ok: 1\nnot a header"),
       "InvalidArgument",
-      /MLMODEL_HTTP_HEADERS line 2 "not a header"/,
+      /MLMODEL_HTTP_HEADERS line 2 is not a header: it has no "Name:" before its value/,
     );
+  });
+  it("never echoes a bad header line: it may hold the secret", () => {
+    const canary = "canaryHeaderSecret0123456789";
+    for (const text of [`X-Api-Key ${canary}`, `X Api Key: ${canary}`, `${canary}`, `: ${canary}`]) {
+      assert.throws(
+        () => parseHeaderLines(`ok: 1\n${text}`),
+        (err: unknown) => {
+          assert.ok(err instanceof DownloadError);
+          const shown = `${err.message}; ${err.hint}`;
+          assert.match(shown, /MLMODEL_HTTP_HEADERS line 2/);
+          assert.ok(!shown.includes(canary), shown);
+          return true;
+        },
+      );
+    }
   });
   it("parses Content-Range and Link", () => {
     assert.deepEqual(parseContentRange("bytes 100-199/1000"), { start: 100, total: 1000 });
