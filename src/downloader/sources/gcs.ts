@@ -9,7 +9,14 @@ import type { Credentials } from "../credentials.ts";
 import { DownloadError } from "../errors.ts";
 import { safeRelativePath } from "../paths.ts";
 import { HttpClient } from "./http-client.ts";
-import { type OpenedBody, type RemoteFile, relativePath, type Source } from "./source.ts";
+import {
+  type OpenedBody,
+  PageBound,
+  type RemoteFile,
+  relativePath,
+  type Source,
+  type SourceLimits,
+} from "./source.ts";
 
 const names = credentialNames.gs;
 const readOnlyScope = "https://www.googleapis.com/auth/devstorage.read_only";
@@ -82,14 +89,10 @@ class TokenSource {
     const now = Date.now();
     if (!this.token || this.token.expiresAt - 60_000 < now) {
       const tokenUri = this.key.token_uri ?? "https://oauth2.googleapis.com/token";
-      const res = await this.client.postForm<{ access_token: string; expires_in?: number }>(
-        tokenUri,
-        {
-          grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer",
-          assertion: signedAssertion(this.key, tokenUri, Math.floor(now / 1000)),
-        },
-        AbortSignal.timeout(30_000),
-      );
+      const res = await this.client.postForm<{ access_token: string; expires_in?: number }>(tokenUri, {
+        grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        assertion: signedAssertion(this.key, tokenUri, Math.floor(now / 1000)),
+      });
       this.token = { value: res.access_token, expiresAt: now + (res.expires_in ?? 3600) * 1000 };
     }
     return { authorization: `Bearer ${this.token.value}` };
@@ -108,7 +111,9 @@ export class GcsSource implements Source {
   private readonly base: string;
   private readonly bucket: string;
   private readonly key: string;
-  constructor(loc: { bucket: string; key: string }, creds: Credentials) {
+  private readonly maxListPages: number;
+  constructor(loc: { bucket: string; key: string }, creds: Credentials, limits: SourceLimits) {
+    this.maxListPages = limits.maxListPages;
     this.bucket = loc.bucket;
     this.key = loc.key;
     this.base = apiBase(creds);
@@ -116,6 +121,7 @@ export class GcsSource implements Source {
     const sa = loadKey(creds);
     const common = {
       credentialOrigin: this.base,
+      requestTimeoutMs: limits.requestTimeoutMs,
       authHint: creds.secretHint(`${names.serviceAccountFile} (the service account's access)`),
       ...(ca ? { ca } : {}),
     };
@@ -138,6 +144,7 @@ export class GcsSource implements Source {
     }
     const prefix = this.key === "" || this.key.endsWith("/") ? this.key : `${this.key}/`;
     const files: RemoteFile[] = [];
+    const pages = new PageBound(`gs://${this.bucket}/${prefix}`, this.maxListPages, names.emulatorHost);
     let pageToken: string | undefined;
     do {
       const q = new URLSearchParams({ prefix, fields: "items(name,size,generation),nextPageToken" });
@@ -149,6 +156,7 @@ export class GcsSource implements Source {
       );
       for (const o of data.items ?? []) if (!o.name.endsWith("/")) files.push(this.toFile(o, prefix));
       pageToken = data.nextPageToken;
+      if (pageToken) pages.next(pageToken);
     } while (pageToken);
     return files;
   }

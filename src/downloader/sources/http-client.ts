@@ -4,7 +4,7 @@
 // were configured for: a redirect or a next-page link to another origin is followed without them.
 import type { Readable } from "node:stream";
 import { Agent, type Dispatcher, request } from "undici";
-import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
+import { DownloadError, errorForStatus, isTimeout, requestTimedOut, toDownloadError } from "../errors.ts";
 import { redactUri } from "../redact.ts";
 import { type OpenedBody, parseContentRange } from "./source.ts";
 
@@ -19,11 +19,9 @@ export interface HttpClientOptions {
   /** Hint for 401/403, e.g. "check HF_TOKEN in Secret x". */
   authHint: string;
   /** How long a server may keep silent: before the response headers, and between body bytes. */
-  requestTimeoutMs?: number;
+  requestTimeoutMs: number;
 }
 
-/** How long a server may keep silent, unless the client is told otherwise (--request-timeout). */
-export const defaultRequestTimeoutMs = 60_000;
 const maxRedirects = 10;
 const redirectStatuses = new Set([301, 302, 303, 307, 308]);
 const userAgent = { "user-agent": "mlmodel-downloader" };
@@ -43,13 +41,14 @@ export class HttpClient {
   private readonly headers: Record<string, string>;
   private readonly credentialOrigin: string | undefined;
   private readonly dynamicHeaders: (() => Promise<Record<string, string>>) | undefined;
+  private readonly timeoutMs: number;
   constructor(opts: HttpClientOptions) {
-    const timeout = opts.requestTimeoutMs ?? defaultRequestTimeoutMs;
+    this.timeoutMs = opts.requestTimeoutMs;
     // A stalled server fails the attempt (and it is retried) instead of hanging the Job.
     this.dispatcher = new Agent({
-      connect: opts.ca ? { ca: opts.ca } : {},
-      headersTimeout: timeout,
-      bodyTimeout: timeout,
+      connect: opts.ca ? { ca: opts.ca, timeout: opts.requestTimeoutMs } : { timeout: opts.requestTimeoutMs },
+      headersTimeout: opts.requestTimeoutMs,
+      bodyTimeout: opts.requestTimeoutMs,
     });
     this.headers = opts.headers ?? {};
     this.credentialOrigin = originOf(opts.credentialOrigin);
@@ -59,7 +58,13 @@ export class HttpClient {
 
   async getJson<T>(url: string, signal: AbortSignal): Promise<{ data: T; headers: Record<string, unknown> }> {
     const res = await this.send(url, {}, signal);
-    return { data: (await res.body.json()) as T, headers: res.headers };
+    try {
+      return { data: (await res.body.json()) as T, headers: res.headers };
+    } catch (err) {
+      throw isTimeout(err)
+        ? requestTimedOut(`GET ${redactUri(url)}`, this.timeoutMs, err)
+        : toDownloadError(err);
+    }
   }
 
   /**
@@ -87,7 +92,7 @@ export class HttpClient {
   }
 
   /** POSTs a form (an OAuth token request) and returns the JSON answer. */
-  async postForm<T>(url: string, form: Record<string, string>, signal: AbortSignal): Promise<T> {
+  async postForm<T>(url: string, form: Record<string, string>, signal?: AbortSignal): Promise<T> {
     let res: Dispatcher.ResponseData;
     try {
       res = await request(url, {
@@ -95,10 +100,12 @@ export class HttpClient {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded", ...userAgent },
         body: new URLSearchParams(form).toString(),
-        signal,
+        ...(signal ? { signal } : {}),
       });
     } catch (err) {
-      throw toDownloadError(err);
+      throw isTimeout(err)
+        ? requestTimedOut(`POST ${redactUri(url)}`, this.timeoutMs, err)
+        : toDownloadError(err);
     }
     if (res.statusCode >= 300) {
       const text = await res.body.text();
@@ -137,7 +144,9 @@ export class HttpClient {
           signal,
         });
       } catch (err) {
-        throw toDownloadError(err);
+        throw isTimeout(err)
+          ? requestTimedOut(`GET ${redactUri(url)}`, this.timeoutMs, err)
+          : toDownloadError(err);
       }
       const location = redirectStatuses.has(res.statusCode) ? header(res, "location") : undefined;
       if (location !== undefined) {

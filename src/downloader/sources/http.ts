@@ -4,7 +4,7 @@ import type { Credentials } from "../credentials.ts";
 import { DownloadError } from "../errors.ts";
 import { safeRelativePath } from "../paths.ts";
 import { HttpClient } from "./http-client.ts";
-import type { OpenedBody, RemoteFile, Source } from "./source.ts";
+import type { OpenedBody, RemoteFile, Source, SourceLimits } from "./source.ts";
 
 const names = credentialNames.http;
 
@@ -38,7 +38,7 @@ export function parseHeaderLines(text: string): Record<string, string> {
 export class HttpSource implements Source {
   private readonly url: URL;
   private readonly client: HttpClient;
-  constructor(url: URL, creds: Credentials) {
+  constructor(url: URL, creds: Credentials, limits: SourceLimits) {
     this.url = url;
     const headers = parseHeaderLines(creds.get(names.headers) ?? "");
     const token = creds.get(names.bearerToken);
@@ -47,6 +47,7 @@ export class HttpSource implements Source {
     this.client = new HttpClient({
       headers,
       credentialOrigin: url.origin,
+      requestTimeoutMs: limits.requestTimeoutMs,
       authHint: creds.secretHint(`${names.bearerToken} or ${names.headers}`),
       ...(ca ? { ca } : {}),
     });
