@@ -46,16 +46,33 @@ describe("a server that accepts and never answers", () => {
     res.writeHead(200, { "content-length": 1_000_000 });
     res.write(Buffer.alloc(1000, 7));
   });
+  // Blob storage that lists one blob, then sends its first bytes and nothing more: only the
+  // download's own idle guard bounds this body (the Azure SDK's timeout ends at the headers).
+  const blobListing = `<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="models"><Prefix>resnet/</Prefix><Blobs><Blob><Name>resnet/m.bin</Name><Properties><Content-Length>1000000</Content-Length><Etag>0x8DC0FFEE</Etag><Last-Modified>Wed, 01 Jan 2025 00:00:00 GMT</Last-Modified><BlobType>BlockBlob</BlobType></Properties></Blob></Blobs><NextMarker /></EnumerationResults>`;
+  const azureStalling = new TinyServer((req, res) => {
+    if (new URL(req.url ?? "/", "http://x").searchParams.get("comp") === "list") {
+      return void res.writeHead(200, { "content-type": "application/xml" }).end(blobListing);
+    }
+    res.writeHead(200, {
+      "content-length": 1_000_000,
+      "x-ms-blob-type": "BlockBlob",
+      etag: "0x8DC0FFEE",
+      "last-modified": "Wed, 01 Jan 2025 00:00:00 GMT",
+    });
+    res.write(Buffer.alloc(1000, 7));
+  });
   let work: string;
 
   before(async () => {
     await silent.start();
     await stalling.start();
+    await azureStalling.start();
     work = tempDir("bounds");
   });
   after(async () => {
     await silent.stop();
     await stalling.stop();
+    await azureStalling.stop();
   });
 
   /** Runs the downloader against a silent store; returns its termination line and how long it took. */
@@ -127,6 +144,15 @@ describe("a server that accepts and never answers", () => {
     const before = silent.requests.length;
     await timesOut("azure", "azblob://acct/models/resnet/", { AZURE_STORAGE_BLOB_ENDPOINT: silent.url });
     assert.equal(silent.requests.length - before, attempts);
+  });
+
+  it("azblob:// (Azure SDK): gives up on a body that stops", hangGuard, async () => {
+    const line = await timesOut("azure-body", "azblob://acct/models/resnet/", {
+      AZURE_STORAGE_BLOB_ENDPOINT: azureStalling.url,
+    });
+    assert.match(line, /reading m\.bin/, line);
+    // One listing, then one GET per attempt.
+    assert.equal(azureStalling.requests.length, 1 + attempts);
   });
 });
 
