@@ -56,12 +56,21 @@ export function signedAssertion(key: ServiceAccountKey, tokenUri: string, nowSec
 function loadKey(creds: Credentials): { key: ServiceAccountKey; path: string } | undefined {
   const path = creds.env[names.applicationCredentials] || creds.filePath(names.serviceAccountFile);
   if (!path) return undefined;
-  let key: Partial<ServiceAccountKey>;
+  let text: string;
   try {
-    key = JSON.parse(readFileSync(path, "utf8")) as Partial<ServiceAccountKey>;
+    text = readFileSync(path, "utf8");
   } catch (err) {
     throw new DownloadError("InvalidArgument", `service-account key ${path}: ${(err as Error).message}`, {
       hint: creds.secretHint(names.serviceAccountFile),
+    });
+  }
+  let key: Partial<ServiceAccountKey>;
+  try {
+    key = JSON.parse(text) as Partial<ServiceAccountKey>;
+  } catch {
+    // JSON.parse quotes the start of what it could not read: that may be the key itself.
+    throw new DownloadError("InvalidArgument", `service-account key ${path} is not JSON`, {
+      hint: `${creds.secretHint(names.serviceAccountFile)}: it must hold the JSON key file of a service account (type service_account), as downloaded`,
     });
   }
   if (typeof key.client_email !== "string" || typeof key.private_key !== "string") {
