@@ -39,7 +39,7 @@ export interface DownloadOptions {
   retry: RetryPolicy;
   /** How long a server may keep silent: before its answer, and between bytes of a body. */
   requestTimeoutMs: number;
-  /** Pages one listing may take (HF, GCS): a server that always sends a next page stops here. */
+  /** Pages one listing may take: a server that always sends a next page stops here. */
   maxListPages: number;
   env: Env;
   signal: AbortSignal;

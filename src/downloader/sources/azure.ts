@@ -19,6 +19,7 @@ import { DownloadError, errorForStatus, isTimeout, requestTimedOut, toDownloadEr
 import { safeRelativePath } from "../paths.ts";
 import {
   type OpenedBody,
+  PageBound,
   parseContentRange,
   type RemoteFile,
   type Source,
@@ -99,11 +100,13 @@ export class AzureSource implements Source {
   private readonly hint: string;
   private readonly where: string;
   private readonly timeoutMs: number;
+  private readonly maxListPages: number;
   constructor(
     loc: { account: string; container: string; prefix: string },
     creds: Credentials,
     limits: SourceLimits,
   ) {
+    this.maxListPages = limits.maxListPages;
     this.container = serviceClient(loc.account, creds, limits).getContainerClient(loc.container);
     this.timeoutMs = limits.requestTimeoutMs;
     this.prefix = loc.prefix;
@@ -129,23 +132,32 @@ export class AzureSource implements Source {
     const dirPrefix = this.prefix === "" || this.prefix.endsWith("/") ? this.prefix : `${this.prefix}/`;
     try {
       // One listing by the bare prefix finds both the blob named exactly so and those under "prefix/".
-      for await (const blob of this.container.listBlobsFlat({ prefix: this.prefix, abortSignal: signal })) {
-        const size = blob.properties.contentLength ?? 0;
-        if (exact && blob.name === this.prefix) {
-          return [
-            {
-              path: safeRelativePath(blob.name.slice(blob.name.lastIndexOf("/") + 1), "object"),
-              size,
-              ref: blob.name,
-            },
-          ];
+      const pages = new PageBound(
+        `azblob://${this.where}/${this.prefix}`,
+        this.maxListPages,
+        names.blobEndpoint,
+      );
+      const listing = this.container.listBlobsFlat({ prefix: this.prefix, abortSignal: signal }).byPage();
+      for await (const page of listing) {
+        for (const blob of page.segment.blobItems) {
+          const size = blob.properties.contentLength ?? 0;
+          if (exact && blob.name === this.prefix) {
+            return [
+              {
+                path: safeRelativePath(blob.name.slice(blob.name.lastIndexOf("/") + 1), "object"),
+                size,
+                ref: blob.name,
+              },
+            ];
+          }
+          if (!blob.name.startsWith(dirPrefix) || blob.name.endsWith("/")) continue;
+          files.push({
+            path: safeRelativePath(blob.name.slice(dirPrefix.length), "object"),
+            size,
+            ref: blob.name,
+          });
         }
-        if (!blob.name.startsWith(dirPrefix) || blob.name.endsWith("/")) continue;
-        files.push({
-          path: safeRelativePath(blob.name.slice(dirPrefix.length), "object"),
-          size,
-          ref: blob.name,
-        });
+        if (page.continuationToken) pages.next(page.continuationToken);
       }
     } catch (err) {
       throw this.mapError(err, `list ${this.where}/${this.prefix}`);

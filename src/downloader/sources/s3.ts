@@ -15,6 +15,7 @@ import { DownloadError, errorForStatus, isTimeout, requestTimedOut, toDownloadEr
 import { safeRelativePath } from "../paths.ts";
 import {
   type OpenedBody,
+  PageBound,
   parseContentRange,
   type RemoteFile,
   relativePath,
@@ -75,7 +76,9 @@ export class S3Source implements Source {
   private readonly key: string;
   private readonly hint: string;
   private readonly timeoutMs: number;
+  private readonly maxListPages: number;
   constructor(loc: { bucket: string; key: string }, creds: Credentials, limits: SourceLimits) {
+    this.maxListPages = limits.maxListPages;
     this.client = new S3Client(clientConfig(creds, limits));
     this.timeoutMs = limits.requestTimeoutMs;
     this.bucket = loc.bucket;
@@ -109,6 +112,7 @@ export class S3Source implements Source {
     }
     const prefix = this.key === "" || this.key.endsWith("/") ? this.key : `${this.key}/`;
     const files: RemoteFile[] = [];
+    const pages = new PageBound(`s3://${this.bucket}/${prefix}`, this.maxListPages, names.endpoint);
     let token: string | undefined;
     do {
       const page = await this.client
@@ -127,6 +131,7 @@ export class S3Source implements Source {
         });
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      if (token) pages.next(token);
     } while (token);
     return files;
   }

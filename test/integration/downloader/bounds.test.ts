@@ -1,6 +1,6 @@
 // Downloads that cannot hang and listings that cannot spin, against real servers of the test's
 // own on loopback: one that accepts every request and never answers, one that sends the headers
-// and a few bytes and then nothing, and stores that page for ever (HF and GCS listings). Each
+// and a few bytes and then nothing, and listings that page for ever (HF, GCS, S3, Azure). Each
 // store's client must give up after its bound, retry as told, and fail with a line that names
 // the bound, its value and the flag that sets it.
 import assert from "node:assert/strict";
@@ -176,16 +176,38 @@ describe("a listing that pages for ever", () => {
       .writeHead(200, { "content-type": "application/json" })
       .end(JSON.stringify({ items: [], nextPageToken: String(token + 1) }));
   });
+  // ListObjectsV2 that is always truncated, each page naming the next.
+  const s3 = new TinyServer((req, res) => {
+    const token = Number(new URL(req.url ?? "/", "http://x").searchParams.get("continuation-token") ?? 0);
+    res
+      .writeHead(200, { "content-type": "application/xml" })
+      .end(
+        `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>models</Name><Prefix>endless/</Prefix><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>${token + 1}</NextContinuationToken></ListBucketResult>`,
+      );
+  });
+  // List Blobs that always has a next marker.
+  const azure = new TinyServer((req, res) => {
+    const marker = Number(new URL(req.url ?? "/", "http://x").searchParams.get("marker") ?? 0);
+    res
+      .writeHead(200, { "content-type": "application/xml" })
+      .end(
+        `<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="models"><Prefix>endless/</Prefix><Blobs /><NextMarker>${marker + 1}</NextMarker></EnumerationResults>`,
+      );
+  });
   let work: string;
 
   before(async () => {
     await hub.start();
     await gcs.start();
+    await s3.start();
+    await azure.start();
     work = tempDir("pages");
   });
   after(async () => {
     await hub.stop();
     await gcs.stop();
+    await s3.stop();
+    await azure.stop();
   });
 
   async function spins(name: string, uri: string, env: Record<string, string>): Promise<string> {
@@ -217,5 +239,25 @@ describe("a listing that pages for ever", () => {
     const line = await spins("gcs", "gs://models/endless/", { STORAGE_EMULATOR_HOST: gcs.url });
     assert.match(line, /ServerError: .*more than 20 pages .*--max-list-pages/, line);
     assert.equal(gcs.requests.length, maxPages);
+  });
+
+  it("s3://: stops after --max-list-pages pages, naming the bound", hangGuard, async () => {
+    const line = await spins("s3", "s3://models/endless/", {
+      AWS_ACCESS_KEY_ID: "test",
+      AWS_SECRET_ACCESS_KEY: "test",
+      AWS_REGION: "us-east-1",
+      AWS_ENDPOINT_URL_S3: s3.url,
+      MLMODEL_S3_FORCE_PATH_STYLE: "true",
+    });
+    assert.match(line, /ServerError: .*more than 20 pages .*--max-list-pages/, line);
+    assert.equal(s3.requests.length, maxPages);
+  });
+
+  it("azblob://: stops after --max-list-pages pages, naming the bound", hangGuard, async () => {
+    const line = await spins("azure", "azblob://acct/models/endless/", {
+      AZURE_STORAGE_BLOB_ENDPOINT: azure.url,
+    });
+    assert.match(line, /ServerError: .*more than 20 pages .*--max-list-pages/, line);
+    assert.equal(azure.requests.length, maxPages);
   });
 });
