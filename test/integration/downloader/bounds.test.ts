@@ -33,6 +33,17 @@ class TinyServer {
   }
 }
 
+/** An S3 client's settings for a test server (path-style, any keys). */
+function s3Env(endpoint: string): Record<string, string> {
+  return {
+    AWS_ACCESS_KEY_ID: "test",
+    AWS_SECRET_ACCESS_KEY: "test",
+    AWS_REGION: "us-east-1",
+    AWS_ENDPOINT_URL_S3: endpoint,
+    MLMODEL_S3_FORCE_PATH_STYLE: "true",
+  };
+}
+
 // A hang guard only: without a bound the download never ends, and the test must fail, not hang.
 const hangGuard = { timeout: 120_000 };
 const timeoutSeconds = 1;
@@ -117,25 +128,13 @@ describe("a server that accepts and never answers", () => {
 
   it("s3:// (AWS SDK): gives up on a silent endpoint", hangGuard, async () => {
     const before = silent.requests.length;
-    await timesOut("s3", "s3://models/resnet/m.bin", {
-      AWS_ACCESS_KEY_ID: "test",
-      AWS_SECRET_ACCESS_KEY: "test",
-      AWS_REGION: "us-east-1",
-      AWS_ENDPOINT_URL_S3: silent.url,
-      MLMODEL_S3_FORCE_PATH_STYLE: "true",
-    });
+    await timesOut("s3", "s3://models/resnet/m.bin", s3Env(silent.url));
     assert.equal(silent.requests.length - before, attempts);
   });
 
   it("s3:// (AWS SDK): gives up on a body that stops", hangGuard, async () => {
     const before = stalling.requests.length;
-    await timesOut("s3-body", "s3://models/resnet/m.bin", {
-      AWS_ACCESS_KEY_ID: "test",
-      AWS_SECRET_ACCESS_KEY: "test",
-      AWS_REGION: "us-east-1",
-      AWS_ENDPOINT_URL_S3: stalling.url,
-      MLMODEL_S3_FORCE_PATH_STYLE: "true",
-    });
+    await timesOut("s3-body", "s3://models/resnet/m.bin", s3Env(stalling.url));
     // One HEAD (the key names an object), then one GET per attempt.
     assert.equal(stalling.requests.length - before, 1 + attempts);
   });
@@ -242,13 +241,7 @@ describe("a listing that pages for ever", () => {
   });
 
   it("s3://: stops after --max-list-pages pages, naming the bound", hangGuard, async () => {
-    const line = await spins("s3", "s3://models/endless/", {
-      AWS_ACCESS_KEY_ID: "test",
-      AWS_SECRET_ACCESS_KEY: "test",
-      AWS_REGION: "us-east-1",
-      AWS_ENDPOINT_URL_S3: s3.url,
-      MLMODEL_S3_FORCE_PATH_STYLE: "true",
-    });
+    const line = await spins("s3", "s3://models/endless/", s3Env(s3.url));
     assert.match(line, /ServerError: .*more than 20 pages .*--max-list-pages/, line);
     assert.equal(s3.requests.length, maxPages);
   });
