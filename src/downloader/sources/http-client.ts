@@ -46,7 +46,7 @@ export class HttpClient {
     this.timeoutMs = opts.requestTimeoutMs;
     // A stalled server fails the attempt (and it is retried) instead of hanging the Job.
     this.dispatcher = new Agent({
-      connect: opts.ca ? { ca: opts.ca, timeout: opts.requestTimeoutMs } : { timeout: opts.requestTimeoutMs },
+      connect: opts.ca ? { ca: opts.ca } : {},
       headersTimeout: opts.requestTimeoutMs,
       bodyTimeout: opts.requestTimeoutMs,
     });
@@ -118,9 +118,8 @@ export class HttpClient {
     await this.dispatcher.close();
   }
 
-  /** The credentials for a request to `url`: none off their origin. */
-  private async credentialsFor(url: string): Promise<Record<string, string>> {
-    if (this.credentialOrigin === undefined || originOf(url) !== this.credentialOrigin) return {};
+  /** The configured and the computed credential headers. */
+  private async credentials(): Promise<Record<string, string>> {
     const dynamic = this.dynamicHeaders ? await this.dynamicHeaders() : {};
     return { ...this.headers, ...dynamic };
   }
@@ -134,8 +133,8 @@ export class HttpClient {
     let at = url;
     let trusted = true;
     for (let hop = 0; ; hop++) {
-      trusted &&= originOf(at) === this.credentialOrigin;
-      const credentials = trusted ? await this.credentialsFor(at) : {};
+      trusted &&= this.credentialOrigin !== undefined && originOf(at) === this.credentialOrigin;
+      const credentials = trusted ? await this.credentials() : {};
       let res: Dispatcher.ResponseData;
       try {
         res = await request(at, {
