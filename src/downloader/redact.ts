@@ -172,6 +172,7 @@ const credentialHeaders = [
   "authorization",
   "proxy-authorization",
   "x-api-key",
+  "x-goog-api-key",
   "api-key",
   "x-auth-token",
   "x-goog-signature",
