@@ -17,8 +17,9 @@
  *   counts (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
  *   PodDisruptionBudget, Ingress, NetworkPolicy, CustomResourceDefinition), none for the others
  *   (ConfigMap, Secret, Service, HorizontalPodAutoscaler...), as a v1.36 API server does;
- * - the status subresource: writes to it change only status, other writes never change it
- *   (every kind is taken to have one);
+ * - the status subresource: writes to it change only status, other writes never change it;
+ *   the built-in kinds without one (ConfigMap, Secret, Lease, Role...) answer 404 to it, and
+ *   every custom resource is taken to have one;
  * - server-side apply: fields are owned per field manager (leaf paths; lists are atomic); a
  *   field another manager owns with another value is a 409 Conflict unless `force`, which
  *   takes it (the Status lists a FieldManagerConflict cause per field, naming its manager); a field the manager applied before and leaves out now is removed unless another
@@ -44,7 +45,9 @@
  * applyStatus or a status patch), admission, RBAC, namespaces that must exist, list-type merge
  * keys (a strategic merge patch is a JSON merge patch, and applied lists are replaced whole),
  * metadata.managedFields in objects (fieldOwners() shows ownership), watch bookmarks or
- * timeouts, and deletion grace periods (a deleted Pod is gone at once).
+ * timeouts, deletion grace periods (a deleted Pod is gone at once), and the garbage collector's
+ * deletion of an object whose owners were already gone when it was written (only removing an
+ * owner deletes dependents here, so seeds may name owners in any order).
  */
 import { randomUUID } from "node:crypto";
 import type {
@@ -703,6 +706,12 @@ export class FakeClient extends KubeClient {
             reason: "NotFound",
           },
         );
+      if (subresource === "status" && statusless.has(kindId(kind)))
+        throw new ApiError(
+          404,
+          `404 NotFound the server could not find the requested resource (${kind.plural}/status: ${kindName(kind)} has no status subresource)`,
+          { reason: "NotFound" },
+        );
       const failure = this.#failures.findIndex(({ match }) => matchesFailure(match, verb, kind, key?.name));
       if (failure >= 0) throw this.#failures.splice(failure, 1)[0]!.error;
       const result = fn();
@@ -824,6 +833,25 @@ function checkFinalizers(stored: Stored, next: KubeObject): void {
       `${describe(stored.kind, keyOfStored(stored))}: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`,
     );
 }
+
+/** Built-in kinds without a status subresource: a status read or write of one is a 404. */
+const statusless = new Set(
+  [
+    "Endpoints",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Event",
+    "CoreEvent",
+    "ControllerRevision",
+    "Lease",
+    "NetworkPolicy",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+  ].map((name) => kindId(builtinKinds[name as keyof typeof builtinKinds])),
+);
 
 /** Built-in kinds whose objects get no metadata.generation from the API server. */
 const uncounted = new Set(

@@ -156,6 +156,29 @@ describe("FakeClient reads and writes", () => {
     assert.deepEqual(replaced["data"], { k: "2" });
   });
 
+  it("answers 404 to the status subresource of a built-in kind that has none", async () => {
+    const client = new FakeClient();
+    const key = { namespace: ns, name: "a" };
+    await client.create(ConfigMap, configMap("a", { k: "1" }));
+    const status = { ...configMap("a"), status: { x: "1" } };
+    const err = await rejects(
+      client.patch(ConfigMap, key, status, "merge", { subresource: "status" }),
+      404,
+      "NotFound",
+    );
+    assert.match(err.message, /configmaps\/status/);
+    await rejects(client.applyStatus(ConfigMap, status, { fieldManager: "m" }), 404);
+    await rejects(client.replace(ConfigMap, status, { subresource: "status" }), 404);
+    assert.equal(await client.get(ConfigMap, key, { subresource: "status" }), undefined);
+    await client.create(Pod, { apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: ns } });
+    const pod = await client.applyStatus(
+      Pod,
+      { apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: ns }, status: { phase: "Running" } },
+      { fieldManager: "kubelet" },
+    );
+    assert.deepEqual(pod["status"], { phase: "Running" }, "a Pod has one");
+  });
+
   it("bumps generation on a spec change only, not on labels or status", async () => {
     const client = new FakeClient();
     await client.create(Widget, widget("w", { size: 1 }));
