@@ -22,8 +22,9 @@
  *   every custom resource is taken to have one;
  * - server-side apply: fields are owned per field manager (leaf paths; lists are atomic); a
  *   field another manager owns with another value is a 409 Conflict unless `force`, which
- *   takes it (the Status lists a FieldManagerConflict cause per field, naming its manager); a field the manager applied before and leaves out now is removed unless another
- *   manager owns it; create, update and patch take the fields they change for their manager;
+ *   takes it (the Status lists a FieldManagerConflict cause per field, naming its manager);
+ *   a field the manager applied before and leaves out now is removed unless another manager
+ *   owns it; create, update and patch take the fields they change for their manager;
  * - finalizers: delete sets deletionTimestamp while any remain; the write removing the last one
  *   removes the object; a write adding a finalizer to a terminating object is a 422 Invalid;
  * - owner references: removing an owner deletes, at once, every object whose owners are then
