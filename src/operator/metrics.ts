@@ -74,10 +74,10 @@ export interface Sample {
   value: number;
 }
 
-function seconds(from: string | undefined, to: string | undefined, now: Date): number | undefined {
+function seconds(from: string | undefined, to: string): number | undefined {
   if (!from) return undefined;
   const start = Date.parse(from);
-  const end = to ? Date.parse(to) : now.getTime();
+  const end = Date.parse(to);
   if (Number.isNaN(start) || Number.isNaN(end)) return undefined;
   return Math.max(0, (end - start) / 1000);
 }
@@ -108,11 +108,10 @@ export function modelSamples(model: Readonly<MLModel>, now: Date): Sample[] {
   if (download) {
     add("mlmodel_download_bytes_done", download.bytesDone ?? 0);
     add("mlmodel_download_bytes_total", download.bytesTotal);
-    const running = download.phase !== "Complete" && download.phase !== "Failed" && !download.finishedAt;
-    add(
-      "mlmodel_download_seconds",
-      seconds(download.startedAt, running ? undefined : (download.finishedAt ?? download.updatedAt), now),
-    );
+    // A download that ended runs to its end (or its last report); one still running, to now.
+    const ended = download.phase === "Complete" || download.phase === "Failed" || download.finishedAt;
+    const end = ended ? (download.finishedAt ?? download.updatedAt) : now.toISOString();
+    if (end) add("mlmodel_download_seconds", seconds(download.startedAt, end));
     add("mlmodel_download_failed", download.phase === "Failed" || download.jobState === "Failed" ? 1 : 0);
   }
 

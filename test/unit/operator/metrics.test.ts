@@ -92,6 +92,14 @@ describe("modelSamples", () => {
         },
       },
       {
+        name: "a download that ended without a time of its end has no duration (it does not run on)",
+        model: withStatus({
+          phase: "Deploying",
+          download: { phase: "Complete", startedAt: "2026-11-27T11:00:00Z" },
+        }),
+        expect: { mlmodel_download_seconds: undefined, mlmodel_download_bytes_done: 0 },
+      },
+      {
         name: "a failed download (the Job failed)",
         model: withStatus({
           phase: "Failed",
