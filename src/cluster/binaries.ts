@@ -383,7 +383,7 @@ async function secureNodeCache(progress: ProgressFn): Promise<void> {
 }
 
 /** Takes each recipe's entry from the cache, building (under a lock) the ones it lacks. */
-async function ensureRecipes<N extends string>(
+export async function ensureRecipes<N extends string>(
   recipeList: Recipe[],
   progress: ProgressFn,
 ): Promise<Record<N, string>> {

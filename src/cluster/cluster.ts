@@ -52,6 +52,7 @@ import {
   stopProcess,
   waitUntil,
 } from "./process.ts";
+import { startPrometheus } from "./prometheus.ts";
 import { type Component, type ControlPlaneComponent, type NodeComponent, versions } from "./versions.ts";
 
 export { ClusterError };
@@ -103,6 +104,8 @@ export interface UpOptions {
   images?: string[];
   /** How long to wait for another cluster's real node to let go of the machine (default 0). */
   nodeLockWaitMs?: number;
+  /** Start Prometheus beside the control plane, with the chart's scrape jobs and alert rules (prometheus.ts). */
+  monitoring?: boolean;
 }
 
 const stateFile = (dir: string) => join(dir, "state.json");
@@ -725,6 +728,7 @@ async function startCluster(
     .join(" and ");
   progress(`${nodeSummary} Ready; control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   if (options.gatewayApi) await installGatewayApiCrds(kubeconfigPath(dir), progress);
+  if (options.monitoring) started.push((await startPrometheus(dir, kubeconfigPath(dir), progress)).record);
 
   const state: ClusterState = {
     version: 1,
