@@ -89,7 +89,7 @@ export async function readClusterObjects(
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values: flags, positionals } = parseCommandLine(
+  const { values: flags } = parseCommandLine(
     argv,
     {
       namespace: commonFlags.namespace,
@@ -105,8 +105,6 @@ export async function run(argv: string[]): Promise<number> {
     console.log(help);
     return 0;
   }
-  if (positionals.length)
-    throw new CliError(`backup takes no arguments, got "${positionals[0]}"\n\n${help}`, 2);
   if (!flags.output) throw new CliError(`--output FILE is required (or "-o -" for stdout)\n\n${help}`, 2);
   if (flags["all-namespaces"] && flags.namespace) {
     throw new CliError("--namespace and --all-namespaces exclude each other: give one", 2);

@@ -195,9 +195,11 @@ async function check(client: KubeClient, contents: BackupContents, flags: Flags)
     ...contents.models.map((m) => m.model.metadata.namespace!),
     ...contents.runtimes.map((r) => r.metadata.namespace!),
   ]);
-  const existingNamespaces = new Set(
-    (await listAll(client, builtinKinds.Namespace)).map((n) => n.metadata.name!),
-  );
+  // One get each, not a list: restoring into namespaces one may use needs no cluster-wide read.
+  const existingNamespaces = new Set<string>();
+  for (const ns of namespaces) {
+    if (await client.get(builtinKinds.Namespace, { name: ns })) existingNamespaces.add(ns);
+  }
   const existingModels = new Map<string, MLModel>();
   for (const ns of namespaces) {
     if (!existingNamespaces.has(ns)) continue;
