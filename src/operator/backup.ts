@@ -332,7 +332,10 @@ function serializeBackup(
     ...contents.namespaces,
     ...contents.clusterRuntimes,
     ...contents.runtimes,
-    ...contents.models.flatMap((m) => [m.model, ...m.revisions]),
+    // A model's revisions before it: `kubectl apply -f` then creates them before the operator,
+    // seeing the model, records the spec's revision under the same name (kubectl's create of
+    // it would fail with AlreadyExists).
+    ...contents.models.flatMap((m) => [...m.revisions, m.model]),
   ];
   return `${header.join("\n")}\n${docs.map((d) => `---\n${stringify(d, { lineWidth: 0 })}`).join("")}`;
 }

@@ -17,6 +17,7 @@ import { promisify } from "node:util";
 import type { V1ControllerRevision, V1Deployment } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
+import { ensureBinaries } from "../../../src/cluster/index.ts";
 import { labels } from "../../../src/operator/names.ts";
 import { recordedSource } from "../../../src/operator/revisions.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
@@ -220,6 +221,23 @@ describe("mlmodel backup, cluster down, a fresh cluster, mlmodel restore", { tim
       data: uriSecret.data,
     });
     await provideVolume(admin, ns, `${name}-model`);
+    // Every document is an object the API server takes as kubectl applies it (docs/backup.md
+    // says what a plain apply does not restore).
+    const { kubectl } = await ensureBinaries();
+    const applied = await execFileAsync(kubectl, [
+      "apply",
+      "--dry-run=server",
+      "-f",
+      file,
+      "--kubeconfig",
+      target!.kubeconfigPath,
+    ]);
+    assert.match(applied.stdout, /mlmodel.serving.mlmodel.dev\/resnet created \(server dry run\)/);
+    assert.equal(
+      applied.stdout.match(/controllerrevision.apps\/resnet-[0-9a-f]{10} created \(server dry run\)/g)
+        ?.length,
+      3,
+    );
     const out = await mlmodel(target!.kubeconfigPath, "restore", file);
     assert.equal(out.code, 0, out.stderr);
     assert.match(out.stdout, /restored 1 MLModel\(s\) with 3 revision\(s\)/);
@@ -261,5 +279,44 @@ describe("mlmodel backup, cluster down, a fresh cluster, mlmodel restore", { tim
     const template = (await deployment(admin)).spec?.template;
     assert.equal(template?.metadata?.labels?.[labels.revision], first);
     assert.ok(!template?.spec?.containers.some((c) => c.env?.some((e) => e.name === "LOG_LEVEL")));
+  });
+
+  it("after a plain kubectl apply of the file (history lost), restore --overwrite brings the history back", async (t) => {
+    const admin = await adminClient(target!.kubeConfig());
+    await admin.delete(mlModelKind, { namespace: ns, name });
+    await waitFor("the model and its revisions to be gone", async () => {
+      const revs = await admin.list(builtinKinds.ControllerRevision, {
+        namespace: ns,
+        labelSelector: `${labels.model}=${name}`,
+      });
+      return !(await admin.get(mlModelKind, { namespace: ns, name })) && revs.items.length === 0;
+    });
+    // The model's claim went with it, and its volume with the claim: a new one for the new claim.
+    const oldVolume = `${ns}-${name}-model`; // provideVolume's name for it
+    await admin.delete(builtinKinds.PersistentVolume, { name: oldVolume });
+    await waitFor(
+      "the old volume to be gone",
+      async () => !(await admin.get(builtinKinds.PersistentVolume, { name: oldVolume })),
+    );
+    await provideVolume(admin, ns, `${name}-model`);
+    const { kubectl } = await ensureBinaries();
+    await execFileAsync(kubectl, ["apply", "-f", file, "--kubeconfig", target!.kubeconfigPath]);
+    await readyOn(admin, (m) => m.status?.revision?.current === servedBefore);
+    // As docs/backup.md says: the operator does not adopt the orphaned revisions, and numbers
+    // the spec's revision 1 on the object of that name.
+    const lost = await waitFor("the operator to record the spec's revision", async () => {
+      const h = await history(target!.kubeconfigPath);
+      return h.length ? h : undefined;
+    });
+    assert.deepEqual(
+      lost.map((e) => [e.number, e.hash]),
+      [[1, servedBefore]],
+    );
+    const out = await mlmodel(target!.kubeconfigPath, "restore", file, "--overwrite");
+    assert.equal(out.code, 0, out.stderr);
+    t.diagnostic(out.stdout.trim());
+    const m = await readyOn(admin, (x) => x.status?.revision?.currentNumber === 3);
+    assert.equal(m.status?.revision?.current, servedBefore);
+    assert.deepEqual(await history(target!.kubeconfigPath), before3);
   });
 });
