@@ -121,10 +121,9 @@ export async function run(argv: string[]): Promise<number> {
     }
     const restored = await restore(client, contents, checked, flags);
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    const revisions = contents.models.reduce((n, m) => n + m.revisions.length, 0);
     for (const w of restored.warnings) process.stderr.write(`warning: ${w}\n`);
     console.log(
-      `restored ${contents.models.length} MLModel(s) with ${revisions} revision(s), ${contents.runtimes.length} ServingRuntime(s), ${contents.clusterRuntimes.length} ClusterServingRuntime(s) in ${seconds}s (${restored.renumbered} revision number(s) the operator had taken set back)`,
+      `restored ${restored.models} MLModel(s) with ${restored.revisions} revision(s) and ${checked.runtimesToWrite.size} of ${contents.runtimes.length + contents.clusterRuntimes.length} runtime(s) (the others were there as backed up) in ${seconds}s (${restored.renumbered} revision number(s) the operator had taken set back)`,
     );
     return 0;
   } catch (err) {
@@ -173,7 +172,7 @@ function onlyNamespace(
 /** What the checks found: what exists already, and the exact URIs read from their Secrets. */
 interface Checked {
   existingNamespaces: Set<string>;
-  /** "ns/name" of MLModels already there (only with --overwrite), with their uid. */
+  /** The backup's MLModels that exist already ("ns/name"): replaced with --overwrite. */
   existingModels: Map<string, MLModel>;
   /** Runtimes to write ("Kind/ns/name"): missing ones, and different ones with --overwrite. */
   runtimesToWrite: Set<string>;
@@ -206,7 +205,9 @@ async function check(client: KubeClient, contents: BackupContents, flags: Flags)
     for (const m of await listAll<MLModel>(client, mlModelKind, { namespace: ns }))
       existingModels.set(key(m), m);
   }
-  const clashes = contents.models.filter((m) => existingModels.has(key(m.model))).map((m) => key(m.model));
+  const backedUp = new Set(contents.models.map((m) => key(m.model)));
+  for (const id of existingModels.keys()) if (!backedUp.has(id)) existingModels.delete(id);
+  const clashes = [...existingModels.keys()].sort();
   if (clashes.length && !flags.overwrite) {
     throw new CliError(
       `the cluster already has ${clashes.length} MLModel(s) named as in the backup (${listed(clashes)}): nothing was written; delete them, restore into another cluster, or pass --overwrite to replace their spec and history with the backup's`,
@@ -302,6 +303,7 @@ async function findRequirements(
     }
     exactUris.set(key(model), Buffer.from(uri, "base64").toString("utf8"));
   }
+  missing.sort((a, b) => requirementKey(a).localeCompare(requirementKey(b)));
   return { present, missing, exactUris };
 }
 
@@ -322,6 +324,9 @@ function describePlan(contents: BackupContents, checked: Checked): string {
 }
 
 interface Restored {
+  /** Models restored, and their revisions. */
+  models: number;
+  revisions: number;
   renumbered: number;
   warnings: string[];
 }
@@ -353,11 +358,27 @@ async function restore(
     if (!checked.runtimesToWrite.has(`${kind.kind}/${key(runtime)}`)) continue;
     await client.apply(kind, runtime, { fieldManager: restoreManager, force: true });
   }
+  // A model whose exact URI is in a Secret that is missing (--allow-missing) is left out:
+  // created with the redacted URI it would download that, as a new revision.
+  const skipped = contents.models.filter((m) => uriSecretOf(m.model) && !checked.exactUris.has(key(m.model)));
+  const models = contents.models.filter((m) => !skipped.includes(m));
   const uids = new Map<string, string>();
-  await inParallel(contents.models, flags.concurrency, async (m) => {
+  await inParallel(models, flags.concurrency, async (m) => {
     uids.set(key(m.model), await restoreModel(client, m, checked));
   });
-  return settleNumbers(client, contents, uids);
+  const settled = await settleNumbers(client, { ...contents, models }, uids);
+  return {
+    models: models.length,
+    revisions: models.reduce((n, m) => n + m.revisions.length, 0),
+    renumbered: settled.renumbered,
+    warnings: [
+      ...skipped.map(
+        (m) =>
+          `MLModel ${key(m.model)} not restored: its exact model URI is in Secret ${uriSecretOf(m.model)}, which does not exist; create it and restore again`,
+      ),
+      ...settled.warnings,
+    ],
+  };
 }
 
 async function createOrIgnore(client: KubeClient, kind: ResourceKind, obj: KubeObject): Promise<void> {
@@ -475,7 +496,7 @@ async function settleNumbers(
   client: KubeClient,
   contents: BackupContents,
   uids: ReadonlyMap<string, string>,
-): Promise<Restored> {
+): Promise<{ renumbered: number; warnings: string[] }> {
   const namespaces = [...new Set(contents.models.map((m) => m.model.metadata.namespace!))];
   let renumbered = 0;
   let live = new Map<string, V1ControllerRevision[]>();
