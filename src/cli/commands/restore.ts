@@ -70,7 +70,7 @@ Examples:
 /** The field manager of restore's writes: the operator's own writes stay its own. */
 const restoreManager = "mlmodel-restore";
 
-interface Flags {
+export interface Flags {
   overwrite: boolean;
   allowMissing: boolean;
   dryRun: boolean;
@@ -170,7 +170,7 @@ function onlyNamespace(
 }
 
 /** What the checks found: what exists already, and the exact URIs read from their Secrets. */
-interface Checked {
+export interface Checked {
   existingNamespaces: Set<string>;
   /** The backup's MLModels that exist already ("ns/name"): replaced with --overwrite. */
   existingModels: Map<string, MLModel>;
@@ -187,7 +187,7 @@ const key = (o: { metadata: { namespace?: string; name?: string } }) =>
 const requirementKey = (r: { kind: string; namespace: string; name: string }) =>
   `${r.kind}/${r.namespace}/${r.name}`;
 
-async function check(client: KubeClient, contents: BackupContents, flags: Flags): Promise<Checked> {
+export async function check(client: KubeClient, contents: BackupContents, flags: Flags): Promise<Checked> {
   const warnings: string[] = [];
   const namespaces = new Set([
     ...contents.namespaces.map((n) => n.metadata.name!),
@@ -323,7 +323,7 @@ function describePlan(contents: BackupContents, checked: Checked): string {
   ].join("\n");
 }
 
-interface Restored {
+export interface Restored {
   /** Models restored, and their revisions. */
   models: number;
   revisions: number;
@@ -331,7 +331,7 @@ interface Restored {
   warnings: string[];
 }
 
-async function restore(
+export async function restore(
   client: KubeClient,
   contents: BackupContents,
   checked: Checked,
