@@ -152,15 +152,19 @@ export function statusMemory(status: MLModelStatus | undefined): MLModelStatus |
 const modelKey = (m: { metadata: { namespace?: string; name?: string } }) =>
   `${m.metadata.namespace}/${m.metadata.name}`;
 
-/** The revisions a model controls (a same-labelled revision of another owner is not its history). */
-function revisionsOf(model: MLModel, revisions: readonly V1ControllerRevision[]): V1ControllerRevision[] {
-  return newestFirst(
-    revisions.filter(
-      (r) =>
-        r.metadata?.namespace === model.metadata.namespace &&
-        r.metadata?.ownerReferences?.some((o) => o.controller && o.uid === model.metadata.uid),
-    ),
-  );
+/** Revisions by the uid of their controller: a model's history is what it controls. */
+function revisionsByController(
+  revisions: readonly V1ControllerRevision[],
+): Map<string, V1ControllerRevision[]> {
+  const byUid = new Map<string, V1ControllerRevision[]>();
+  for (const r of revisions) {
+    const uid = r.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
+    if (!uid) continue;
+    const mine = byUid.get(uid);
+    if (mine) mine.push(r);
+    else byUid.set(uid, [r]);
+  }
+  return byUid;
 }
 
 /**
@@ -169,9 +173,10 @@ function revisionsOf(model: MLModel, revisions: readonly V1ControllerRevision[])
  */
 export function buildBackup(objects: ClusterObjects, takenAt: string, scope: string): Backup {
   const warnings: string[] = [];
+  const controlled = revisionsByController(objects.revisions);
   const models = [...objects.models]
     .sort((a, b) => modelKey(a).localeCompare(modelKey(b)))
-    .map((model) => backupOfModel(model, revisionsOf(model, objects.revisions), warnings));
+    .map((model) => backupOfModel(model, newestFirst(controlled.get(model.metadata.uid!) ?? []), warnings));
   const byName = (a: KubeObject, b: KubeObject) => modelKey(a).localeCompare(modelKey(b));
   const contents: BackupContents = {
     namespaces: [...objects.namespaces].sort(byName).map(portableNamespace),
