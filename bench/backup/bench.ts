@@ -111,9 +111,10 @@ async function histories(admin: KubeClient): Promise<Map<string, string>> {
 }
 
 async function main(): Promise<void> {
+  // Room for a surge pod per model: each update rolls every model at once.
   const cluster = await benchCluster({
     ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-    pods: n,
+    pods: 2 * n,
     log,
   });
   const work = mkdtempSync(join(tmpdir(), "mlmodel-bench-backup-"));
@@ -135,7 +136,9 @@ async function main(): Promise<void> {
     const setupLoad = load();
     log(`${n} models, 3 revisions each (load ${setupLoad})`);
     await inPool(names, (name) => admin.create(mlModelKind, benchModel(name, namespace, "backup")));
-    await until(admin, "revision 1", readyOnNumber(1));
+    log(
+      `revision 1 on every model in ${await until(admin, "revision 1", readyOnNumber(1))} s (load ${load()})`,
+    );
     for (const tag of [2, 3]) {
       await inPool(names, (name) =>
         admin.patch(
@@ -145,7 +148,8 @@ async function main(): Promise<void> {
           "merge",
         ),
       );
-      await until(admin, `revision ${tag}`, readyOnNumber(tag));
+      const took = await until(admin, `revision ${tag}`, readyOnNumber(tag));
+      log(`revision ${tag} on every model in ${took} s (load ${load()})`);
     }
     const before = await histories(admin);
 
