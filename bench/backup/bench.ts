@@ -74,11 +74,17 @@ async function until(admin: KubeClient, what: string, done: (m: MLModel) => bool
   }
 }
 
+/**
+ * Ready on revision `number`, or settled on the last ready one after the operator rolled back
+ * automatically (a surge pod that cannot be scheduled in time fails a rollout): a state a
+ * backup must carry too (status.revision.failed).
+ */
 const readyOnNumber = (number: number) => (m: MLModel) =>
   m.status?.phase === "Ready" &&
   m.status.observedGeneration === m.metadata.generation &&
-  m.status.revision?.currentNumber === number &&
-  m.status.revision.lastReady === m.status.revision.current;
+  ((m.status.revision?.currentNumber === number &&
+    m.status.revision.lastReady === m.status.revision.current) ||
+    m.status.reason === "RolledBack");
 
 async function inPool(names: readonly string[], work: (name: string) => Promise<unknown>): Promise<void> {
   const pool = new TaskPool();
