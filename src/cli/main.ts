@@ -9,6 +9,7 @@ interface CommandModule {
 
 // Each helper owns its command file; add a line here when a command lands.
 const commands: Record<string, () => Promise<CommandModule>> = {
+  backup: () => import("./commands/backup.ts"),
   cluster: () => import("./commands/cluster.ts"),
   completion: () => import("./commands/completion.ts"),
   describe: () => import("./commands/describe.ts"),
@@ -18,6 +19,7 @@ const commands: Record<string, () => Promise<CommandModule>> = {
   install: () => import("./commands/install.ts"),
   operator: () => import("./commands/operator.ts"),
   promote: () => import("./commands/promote.ts"),
+  restore: () => import("./commands/restore.ts"),
   rollback: () => import("./commands/rollback.ts"),
   status: () => import("./commands/status.ts"),
   start: () => import("./commands/start.ts"),
