@@ -9,6 +9,7 @@ import type {
   V1EnvFromSource,
   V1EnvVar,
   V1Job,
+  V1Lifecycle,
   V1PersistentVolumeClaim,
   V1PodDisruptionBudget,
   V1PodSecurityContext,
@@ -377,6 +378,41 @@ function memoChild<T>(plan: ServingPlan, inputs: readonly unknown[], make: () =>
  */
 const revisionOfPlan = new WeakMap<ServingPlan, string>();
 
+/**
+ * The preStop drain of a runtime's image, as a POSIX shell script: it polls the pod's count of
+ * accepted TCP connections (PassiveOpens in /proc/net/snmp, which is the pod's own network
+ * namespace) once a second and returns once the count has not moved for `quietSeconds`, i.e. once
+ * the Service's endpoints and kube-proxy's rules no longer send new connections here, however
+ * long that took on a busy node; `maxSeconds` bounds it inside the grace period. It needs only
+ * a shell, `sleep` and a readable /proc, and drains for a fixed `fallbackSeconds` if the count
+ * cannot be read. Connections a client keeps open are not counted: the server's own graceful
+ * shutdown finishes their requests after SIGTERM.
+ */
+export function drainScript(quietSeconds: number, maxSeconds: number, fallbackSeconds: number): string {
+  return [
+    "quiet=0; waited=0; last=",
+    `while [ "$waited" -lt ${maxSeconds} ]; do`,
+    "  opens=",
+    '  while read -r key a b c d e f rest; do [ "$key" = Tcp: ] && opens=$f; done < /proc/net/snmp',
+    `  case "$opens" in ''|*[!0-9]*) sleep ${fallbackSeconds}; exit 0;; esac`,
+    '  if [ "$opens" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; last=$opens; fi',
+    `  [ "$quiet" -ge ${quietSeconds} ] && exit 0`,
+    "  sleep 1; waited=$((waited + 1))",
+    "done",
+  ].join("\n");
+}
+
+/**
+ * How the serving container stops: a runtime's image (each built-in one has /bin/sh) drains until
+ * no new connection arrives (drainScript); a custom image may have no shell, so it gets the
+ * kubelet's own sleep action, a fixed margin.
+ */
+function drainHook(plan: ServingPlan): V1Lifecycle {
+  if (!plan.runtime.spec) return { preStop: { sleep: { seconds: defaults.drainSeconds } } };
+  const script = drainScript(defaults.drainQuietSeconds, defaults.drainMaxSeconds, defaults.drainSeconds);
+  return { preStop: { exec: { command: ["/bin/sh", "-c", script] } } };
+}
+
 /** The serving pod template; its hash is the model's serving revision. */
 export function servingPodTemplate(plan: ServingPlan): { revision: string; template: V1PodTemplateSpec } {
   const model = modelVolume(plan);
@@ -418,7 +454,7 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
     },
     readinessProbe: { ...handler, periodSeconds: 5, failureThreshold: 3 },
     // Endpoint removal and SIGTERM race: keep serving while the Service forgets this pod.
-    lifecycle: { preStop: { sleep: { seconds: defaults.drainSeconds } } },
+    lifecycle: drainHook(plan),
     resources: resources(plan),
     terminationMessagePolicy: "FallbackToLogsOnError",
     securityContext: containerSecurity,
@@ -427,6 +463,7 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
   const placement = plan.spec.placement;
   const spec: V1PodSpec = {
     automountServiceAccountToken: false,
+    terminationGracePeriodSeconds: defaults.terminationGracePeriodSeconds,
     ...(plan.spec.serviceAccountName ? { serviceAccountName: plan.spec.serviceAccountName } : {}),
     securityContext: podSecurity(plan.runAsUser),
     containers: [container],

@@ -35,11 +35,19 @@ export const defaults = {
   runAsUser: 1000,
   probePeriodSeconds: 10,
   /**
-   * How long a serving pod keeps answering after it is told to stop (a preStop sleep), before
-   * its server gets SIGTERM: the Service's endpoints and every node's kube-proxy rules drop the
-   * pod in that time, so no new request reaches a server that is shutting down. Seen on a real
-   * node without it: MLServer answered 500 ("Queue ... is closed", "KeyError") to the requests
-   * that kube-proxy still sent to an old pod during a rollout.
+   * How a stopping serving pod drains: its preStop hook holds SIGTERM back until no new
+   * connection has reached the pod for drainQuietSeconds (the Service's EndpointSlices and every
+   * kube-proxy have dropped it, however long that took), for at most drainMaxSeconds. A fixed
+   * wait is not enough on a busy node: endpoint removal and kube-proxy's rule update can lag a
+   * pod's deletion by more than any margin that keeps rollouts quick. See docs/serving-drain.md.
+   */
+  drainQuietSeconds: 3,
+  drainMaxSeconds: 20,
+  /** The drain bound plus the server's own shutdown (SIGTERM to SIGKILL). */
+  terminationGracePeriodSeconds: 30,
+  /**
+   * The fixed drain (a preStop sleep) of a custom image, which may have no shell to observe its
+   * connections with; a ServingRuntime's image drains by observation instead.
    */
   drainSeconds: 5,
   downloadBackoffLimit: 3,

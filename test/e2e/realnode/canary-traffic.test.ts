@@ -39,6 +39,7 @@ import {
 } from "./fixture.ts";
 import {
   assertNoFailures,
+  burnersForTraffic,
   holdNodeForTraffic,
   liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
@@ -54,6 +55,7 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
   let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<unknown>;
   let live: CanaryUnderTraffic;
+  let burners: ReturnType<typeof burnersForTraffic>;
 
   const spec = (model: SampleModel & { uri: string }, trafficPercent: number): MLModel =>
     sklearnModel(name, model, { replicas, rollout: { canary: { trafficPercent } } } as Partial<MLModelSpec>);
@@ -70,10 +72,12 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
     await applyModel(bed, spec(v1, 25));
     let ready: MLModel;
     ({ ready, traffic, live } = await startCanaryTraffic(bed, v1, v2));
+    burners = burnersForTraffic("canary-traffic.test.ts", canaryTraffic.maxDurationMs);
     assert.equal(ready.status?.canary, undefined, "a model's first revision rolls out directly");
   }, liveTrafficHook);
   after(async () => {
     try {
+      await burners?.stop();
       await traffic?.stop();
       await removeRealNodeBed(bed);
     } finally {

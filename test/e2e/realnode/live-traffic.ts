@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { type Burners, burnCores, burnCoresEnv, burnersRequested } from "../../harness/burner.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { holdLock } from "../../harness/exclusive.ts";
 import type { RealNodeCluster } from "../../harness/realnode.ts";
@@ -61,4 +62,16 @@ export function assertNoFailures(report: TrafficReport, what: string): void {
     `${what}: ${report.failed} of ${report.sent} failed: ${JSON.stringify(report.failures.slice(0, 10))}`,
   );
   assert.equal(report.dropped, 0, `${what}: the client dropped ${report.dropped} ticks`);
+}
+
+/**
+ * The CPU burners a live-traffic file runs beside its traffic when MLMODEL_TEST_BURN_CORES asks
+ * for them (e.g. 2 on a 2-core machine: the node's kubelet, kube-proxy and the servers then
+ * compete for every core), each bounded by `maxMs`. Undefined when none are asked for.
+ */
+export function burnersForTraffic(what: string, maxMs: number): Burners | undefined {
+  const count = burnersRequested();
+  if (count === 0) return undefined;
+  console.log(`# ${what}: ${count} CPU burner(s) beside the traffic (${burnCoresEnv})`);
+  return burnCores(count, maxMs);
 }

@@ -29,6 +29,7 @@ import {
 } from "./fixture.ts";
 import {
   assertNoFailures,
+  burnersForTraffic,
   holdNodeForTraffic,
   liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
@@ -48,6 +49,7 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
   let endpoint: ServiceEndpoint;
   let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
+  let burners: ReturnType<typeof burnersForTraffic>;
 
   const servingRevisions = async () =>
     new Set(
@@ -76,10 +78,12 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
       maxRequests,
       maxDurationMs,
     }).start();
+    burners = burnersForTraffic("rollout.test.ts", maxDurationMs);
     await moreAnswers(traffic, ratePerSecond * 2, "v1 serving");
   }, liveTrafficHook);
   after(async () => {
     try {
+      await burners?.stop();
       await traffic?.stop();
       await removeRealNodeBed(bed);
     } finally {
@@ -103,6 +107,10 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
       );
     });
     assert.notEqual(rolled.status?.revision?.current, before.status?.revision?.current);
+    // The rollout's length, old pods' drain included (a figure for the log, not a limit).
+    console.log(
+      `# v1 -> v2: v2 alone after ${((traffic.now() - traffic.markAt("v2 applied")) / 1000).toFixed(1)} s`,
+    );
     // Let the last old connections drain and v2 answer for a while before judging.
     await moreAnswers(traffic, ratePerSecond * 4, "v2 serving");
     traffic.mark("v2 served");

@@ -210,12 +210,21 @@ describe("planModel and desired children", () => {
     });
     assert.equal(d.spec!.template.spec!.automountServiceAccountToken, false);
     assert.deepEqual(d.spec?.strategy?.rollingUpdate, { maxUnavailable: 0, maxSurge: 1 });
-    // A stopping pod keeps serving while the Service forgets it (zero failed requests in a roll).
-    assert.deepEqual(c.lifecycle, { preStop: { sleep: { seconds: 5 } } });
+    // A stopping pod keeps serving until no new connection reaches it (zero failed requests in a roll).
+    const command = c.lifecycle?.preStop?.exec?.command;
+    assert.deepEqual(command?.slice(0, 2), ["/bin/sh", "-c"], "a runtime's image drains by observation");
+    assert.match(command![2]!, /\/proc\/net\/snmp/);
+    assert.match(command![2]!, /-lt 20 \]/, "bounded by drainMaxSeconds");
     assert.ok(
-      (d.spec!.template.spec!.terminationGracePeriodSeconds ?? 30) > 5,
-      "the grace period outlasts the drain",
+      d.spec!.template.spec!.terminationGracePeriodSeconds! > 20,
+      "the grace period outlasts the longest drain, leaving the server time to shut down",
     );
+  });
+
+  it("drains a custom image, which may have no shell, with the kubelet's own sleep", () => {
+    const plan = planModel(model({ model: { path: "/m" }, image: "me/s:1" }), { ref: "custom" });
+    const c = desiredDeployment(plan, owner).spec!.template.spec!.containers[0]!;
+    assert.deepEqual(c.lifecycle, { preStop: { sleep: { seconds: 5 } } });
   });
 
   it("probes MLServer for the model's own readiness, not the server's (ready with no model loaded)", () => {
