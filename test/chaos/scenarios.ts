@@ -359,7 +359,8 @@ export async function outageScenario(opts: {
   let churning = true;
   const loops: Promise<void>[] = [];
   try {
-    const op = await s.start();
+    // At debug level: a watch expiry (410) is logged there, and its count is what this reads.
+    const op = await s.start({ logLevel: "debug" });
     await waitReady(op);
     const churn = new Churn(s.admin, chaosNamespace, opts.seed);
     await drive(8, opts.models, () => churn.create().then(() => {}));
@@ -405,7 +406,11 @@ export async function outageScenario(opts: {
     await churn.settle();
     const { report } = await waitConverged(s.admin, chaosNamespace, churn.wishes);
     const logText = readFileSync(s.logFile, "utf8");
-    const watchErrors = logText.split("\n").filter((l) => l.includes("watch error"));
+    // Every watch error the runtime met, whatever level and words its log line chose: the
+    // lines its informers log from onError carry the cache and the wait before the retry.
+    const watchErrors = logText
+      .split("\n")
+      .filter((l) => l.includes('"retryInMs"') && l.includes('"cache"'));
     const refusedWaits = watchErrors
       .filter((l) => l.includes("ECONNREFUSED"))
       .map((l) => (JSON.parse(l) as { retryInMs: number }).retryInMs);
