@@ -53,6 +53,12 @@ export const operatorAccess: Access[] = [
     verbs: read,
     why: "truthful status: readiness, crash loops, image pulls, scheduling (a canary's pods watched; the serving pods listed while their Deployment has not settled; a download Job's while it has no pod ready or failed)",
   },
+  {
+    kind: builtinKinds.Pod,
+    subresource: "log",
+    verbs: ["get"],
+    why: "a runtime that cannot load its model says why in its log: the tail of a crashed serving container's previous log, once per crash, quoted in status",
+  },
   // Create only: a model URI with credentials in it (a pre-signed URL, a SAS) is kept in a
   // Secret of its revision, which the download Job reads (mlmodel/syncers/uri-secret.ts). Never patch, update
   // or delete: the operator cannot change any Secret, not even its own (they are immutable and
