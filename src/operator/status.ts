@@ -271,7 +271,7 @@ function currentReplicas(
 ): { updated: number; ready: number; problem?: PodProblem } {
   if (o.pods) {
     const current = currentRevisionPods(o.pods, o.revision);
-    const problem = asLoadFailure(podProblem(current), o);
+    const problem = asLoadFailure(o, current);
     return {
       updated: current.length,
       ready: current.filter(isPodReady).length,
@@ -283,7 +283,7 @@ function currentReplicas(
 }
 
 /** The pods of `revision` that the model's own Deployment runs (a canary's are judged apart). */
-function currentRevisionPods(pods: readonly V1Pod[], revision: string | undefined): V1Pod[] {
+export function currentRevisionPods(pods: readonly V1Pod[], revision: string | undefined): readonly V1Pod[] {
   return pods.filter(
     (pod) => pod.metadata?.labels?.[labels.revision] === revision && !pod.metadata?.labels?.[trackLabel],
   );
@@ -291,22 +291,24 @@ function currentRevisionPods(pods: readonly V1Pod[], revision: string | undefine
 
 /**
  * The crash that status tells as a load failure: a crash loop of a revision that never served
- * (it is not the last ready one), whose runtime ended itself (pods.ts, endedItself). Once the
- * revision has served, a crash is a crash: the model loaded. Undefined for any other problem,
- * or none. The crash-logs stage reads this crash's log, and only this one's.
+ * (not the last ready one, no pod of it ready), whose runtime ended itself (pods.ts,
+ * endedItself). Once the revision has served, a crash is a crash: the model loaded. Undefined
+ * for any other problem, or none. The crash-logs stage reads this crash's log, and only this one's.
  */
 export function loadFailureCrash(
-  o: Pick<Observed, "model" | "revision" | "pods">,
-  problem = o.pods ? podProblem(currentRevisionPods(o.pods, o.revision)) : undefined,
+  o: Pick<Observed, "model" | "revision">,
+  current: readonly V1Pod[],
+  problem = podProblem(current),
 ): CrashedContainer | undefined {
   const crash = problem?.crash;
   if (problem?.reason !== "CrashLoopBackOff" || !crash || !endedItself(crash)) return undefined;
   if (o.revision !== undefined && o.model.status?.revision?.lastReady === o.revision) return undefined;
-  return crash;
+  return current.some(isPodReady) ? undefined : crash;
 }
 
-function asLoadFailure(problem: PodProblem | undefined, o: Observed): PodProblem | undefined {
-  const crash = loadFailureCrash(o, problem);
+function asLoadFailure(o: Observed, current: readonly V1Pod[]): PodProblem | undefined {
+  const problem = podProblem(current);
+  const crash = loadFailureCrash(o, current, problem);
   return crash ? loadFailure(crash, o.crashWords?.get(crash.key)) : problem;
 }
 

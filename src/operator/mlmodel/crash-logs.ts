@@ -12,11 +12,12 @@
  * reconcile (the one crash status tells), of at most `crashLogTail` lines and bytes.
  * A container that wrote a termination message is not read: status quotes that message.
  */
+import type { V1Pod } from "@kubernetes/client-node";
 import { builtinKinds } from "../../runtime/index.ts";
 import { labels } from "../names.ts";
 import type { CrashedContainer } from "../pods.ts";
 import { runtimeWords } from "../pods.ts";
-import { loadFailureCrash } from "../status.ts";
+import { currentRevisionPods, loadFailureCrash } from "../status.ts";
 import type { ReadContext, WriteContext } from "./context.ts";
 import type { ModelMemory } from "./memory.ts";
 import type { Observation } from "./observation.ts";
@@ -38,7 +39,10 @@ export async function withCrashWords(
   memory: ModelMemory | undefined,
 ): Promise<Observation> {
   if (!o.pods) return o;
-  const crash = loadFailureCrash({ model: o.model, revision, pods: servingPods(o) });
+  const crash = loadFailureCrash(
+    { model: o.model, revision },
+    currentRevisionPods(servingPods(o.pods), revision),
+  );
   if (!crash || crash.terminationMessage) return o;
   let words = memory?.crashWords.get(crash.key);
   if (words === undefined) {
@@ -48,8 +52,8 @@ export async function withCrashWords(
   return { ...o, crashWords: new Map([[crash.key, words]]) };
 }
 
-function servingPods(o: Observation) {
-  return o.pods?.filter((p) => p.metadata?.labels?.[labels.component] === "server");
+function servingPods(pods: readonly V1Pod[]): V1Pod[] {
+  return pods.filter((p) => p.metadata?.labels?.[labels.component] === "server");
 }
 
 /** The crash's words from its previous log; "" when the log says nothing or cannot be read. */
