@@ -172,18 +172,23 @@ const runtimeWordsMaxLines = 6;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI escapes start with ESC.
 const ansiEscape = /\u001b\[[0-9;?]*[A-Za-z]/g;
 const leadingTimestamp = /^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*/;
-// A Python traceback's frames (indented), its header and the lines that chain two of them.
+// A Python traceback's frames (indented), its header (alone, or after a log level as uvicorn
+// prints it: `ERROR:    Traceback (most recent call last):`) and the lines that chain two.
 const tracebackFrame =
-  /^(?:\s|Traceback \(most recent call last\):|The above exception was the direct cause|During handling of the above exception)/;
+  /^(?:\s|The above exception was the direct cause|During handling of the above exception)|Traceback \(most recent call last\):$/;
 // The line that ends a Python traceback: `ValueError: ...`, `mlserver.errors.ModelLoadError: ...`.
 const exceptionLine = /^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::|$)/;
+// An HTTP server's access log line (`"GET /v2/models/m/ready HTTP/1.1" 404 Not Found`): the
+// kubelet's probes, never why the runtime stopped.
+const accessLogLine = /"[A-Z]+ \S+ HTTP\/[\d.]+" \d{3}\b/;
 const errorWords =
   /\b(?:error|errors|exception|fatal|critical|panic|failed|failure|cannot|can't|couldn't|could not|unable|not found|no such file|invalid|denied|refused|missing)\b/i;
 
 /**
  * The lines of a log (or termination message) that say why a runtime stopped, as one line to
  * quote in status: its error lines and the exceptions that end its tracebacks, the last
- * `runtimeWordsMaxLines` of them, joined by " | ", without frames, colours or timestamps;
+ * `runtimeWordsMaxLines` of them, joined by " | ", without frames, access log lines (probes),
+ * colours or timestamps;
  * without any error line, its last three lines (a custom image's plain message). Redacted
  * (redactText: URIs with credentials, tokens) and at most `maxChars` long, the later lines
  * kept first (the last words are the cause); "" for an empty log.
@@ -193,7 +198,7 @@ export function runtimeWords(log: string, maxChars = runtimeWordsMaxChars): stri
     .split(/\r?\n/)
     .map((line) => line.replace(ansiEscape, "").replace(leadingTimestamp, "").trimEnd())
     .filter((line) => line.trim() !== "");
-  const told = lines.filter((line) => !tracebackFrame.test(line));
+  const told = lines.filter((line) => !tracebackFrame.test(line) && !accessLogLine.test(line));
   const relevant = told.filter((line) => exceptionLine.test(line) || errorWords.test(line));
   const picked = relevant.length > 0 ? relevant : (told.length > 0 ? told : lines).slice(-3);
   const unique = picked.filter((line, i) => picked.indexOf(line) === i);

@@ -41,6 +41,7 @@ _pickle.UnpicklingError: invalid load key, 't'.
 2026-11-27 21:40:02,420 [mlserver.parallel] INFO - Shutdown of default inference pool complete
 2026-11-27 21:40:02,421 [mlserver.grpc] INFO - Waiting for gRPC server shutdown
 2026-11-27 21:40:02,422 [mlserver.grpc] INFO - gRPC server shutdown complete
+\u001b[32mINFO\u001b[0m:     10.77.0.1:42788 - "GET /v2/models/iris/ready HTTP/1.1" 404 Not Found
 \u001b[32mINFO\u001b[0m:     Shutting down
 \u001b[32mINFO\u001b[0m:     Waiting for application shutdown.
 \u001b[32mINFO\u001b[0m:     Application shutdown complete.
@@ -48,7 +49,7 @@ _pickle.UnpicklingError: invalid load key, 't'.
 `;
 
 describe("runtimeWords: a log tail as a short quote of why the runtime stopped", () => {
-  it("picks MLServer's error lines and the exception that ends its traceback, without frames, timestamps or colours", () => {
+  it("picks MLServer's error lines and the exception that ends its traceback, without frames, probes' access lines, timestamps or colours", () => {
     assert.equal(
       runtimeWords(mlserverLog),
       [
@@ -74,6 +75,18 @@ mlserver.errors.InvalidModelURI: Invalid URI specified for model iris (/mnt/mode
     assert.equal(
       runtimeWords(log),
       "FileNotFoundError: [Errno 2] No such file or directory: '/mnt/models/model-v2.joblib' | mlserver.errors.InvalidModelURI: Invalid URI specified for model iris (/mnt/models/model-v2.joblib)",
+    );
+  });
+
+  it("drops a traceback's header behind a log level, as uvicorn logs it", () => {
+    const log = `2026-11-27 21:47:01,000 [mlserver] ERROR - Some of the models failed to load during startup!
+ERROR:    Traceback (most recent call last):
+  File "/opt/mlserver/lib/python3.11/site-packages/starlette/routing.py", line 732, in lifespan
+    async with self.lifespan_context(app) as maybe_state:
+ModuleNotFoundError: No module named 'mlserver_sklearn.SKLearnModle'`;
+    assert.equal(
+      runtimeWords(log),
+      "[mlserver] ERROR - Some of the models failed to load during startup! | ModuleNotFoundError: No module named 'mlserver_sklearn.SKLearnModle'",
     );
   });
 
