@@ -19,4 +19,6 @@ export type ControlPlaneComponent =
   | "kwok";
 /** The processes of the real node (`up --real-node`), started after the control plane. */
 export type NodeComponent = "containerd" | "kubelet" | "kube-proxy" | "local-path-provisioner";
-export type Component = ControlPlaneComponent | NodeComponent;
+/** Started beside the control plane by `up --monitoring` (prometheus.ts). */
+export type MonitoringComponent = "prometheus";
+export type Component = ControlPlaneComponent | NodeComponent | MonitoringComponent;

@@ -1,7 +1,10 @@
 /** Builds the operator process: a Manager with the MLModel controller registered. */
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { mlModelKind } from "../api/kinds.ts";
+import type { MLModel } from "../api/mlmodel.ts";
 import { KubeClient, kubeConnection, loadKubeConfig, Manager } from "../runtime/index.ts";
+import { registerModelMetrics } from "./metrics.ts";
 import { addMLModelController } from "./mlmodel/controller.ts";
 import { operatorName } from "./names.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
@@ -55,5 +58,7 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
     downloaderImage: options.downloaderImage ?? defaultOperatorConfig.downloaderImage,
     concurrency: options.concurrency,
   });
+  // Per-model metrics, read from the controller's MLModel cache at each scrape.
+  registerModelMetrics(mgr.metrics.registry, mgr.cache<MLModel>(mlModelKind));
   return mgr;
 }

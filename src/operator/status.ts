@@ -210,7 +210,12 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
       .map((pod) => terminationMessage(pod, "download"))
       .find((m) => m !== undefined);
     const saidShown = said === undefined ? undefined : redactText(said);
-    const message = `download of ${plan.source.shownUri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${saidShown ?? end.message ?? "no message from the downloader"}`;
+    const deadline = plan.spec.model.downloadDeadlineSeconds;
+    // Stopped by activeDeadlineSeconds: the pod's last words are only a progress line.
+    const message =
+      end.reason === "DeadlineExceeded"
+        ? `download of ${plan.source.shownUri} did not finish within spec.model.downloadDeadlineSeconds (${deadline}s) and was stopped after ${attempts} attempt(s) (last: ${saidShown ?? "no message"}); raise spec.model.downloadDeadlineSeconds for a model that takes longer, or check the store`
+        : `download of ${plan.source.shownUri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${saidShown ?? end.message ?? "no message from the downloader"}`;
     set(p, "ModelDownloaded", false, "DownloadFailed", message);
     decide(p, "DownloadFailed", `${message}. Fix the cause (URI, credentials) and the download is retried`);
     return { job: jobName, jobState: "Failed", attempts };

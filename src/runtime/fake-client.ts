@@ -7,7 +7,9 @@
  * What it does as the API server does:
  * - resourceVersions from one counter; a write with a stale metadata.resourceVersion (update,
  *   a merge patch carrying it, apply, delete preconditions) is a 409 Conflict; a write that
- *   changes nothing keeps the resourceVersion and sends no watch event;
+ *   changes nothing keeps the resourceVersion and sends no watch event; an update (replace) of
+ *   a custom resource without a resourceVersion is a 422 Invalid (only built-in kinds take an
+ *   unconditional update);
  * - create of an existing name: 409 AlreadyExists; get of a missing object: undefined, and
  *   patch, replace and status writes of one: 404 NotFound; generateName;
  * - metadata.generation: 1 at create, bumped by a change outside metadata and status and when
@@ -15,14 +17,16 @@
  *   counts (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
  *   PodDisruptionBudget, Ingress, NetworkPolicy, CustomResourceDefinition), none for the others
  *   (ConfigMap, Secret, Service, HorizontalPodAutoscaler...), as a v1.36 API server does;
- * - the status subresource: writes to it change only status, other writes never change it
- *   (every kind is taken to have one);
+ * - the status subresource: writes to it change only status, other writes never change it;
+ *   the built-in kinds without one (ConfigMap, Secret, Lease, Role...) answer 404 to it, and
+ *   every custom resource is taken to have one;
  * - server-side apply: fields are owned per field manager (leaf paths; lists are atomic); a
  *   field another manager owns with another value is a 409 Conflict unless `force`, which
- *   takes it; a field the manager applied before and leaves out now is removed unless another
- *   manager owns it; create, update and patch take the fields they change for their manager;
+ *   takes it (the Status lists a FieldManagerConflict cause per field, naming its manager);
+ *   a field the manager applied before and leaves out now is removed unless another manager
+ *   owns it; create, update and patch take the fields they change for their manager;
  * - finalizers: delete sets deletionTimestamp while any remain; the write removing the last one
- *   removes the object;
+ *   removes the object; a write adding a finalizer to a terminating object is a 422 Invalid;
  * - owner references: removing an owner deletes, at once, every object whose owners are then
  *   all gone (the garbage collector's work, done immediately, for Background and Foreground
  *   alike), and drops the reference to it from objects that keep another owner; Orphan drops
@@ -34,13 +38,17 @@
  *   relist, as they do when etcd's history is compacted.
  *
  * A Secret's stringData is stored in its data, base64-encoded, as the API server does.
+ * test/integration/runtime/fake-client-parity.test.ts runs one scenario here and on the real
+ * API server and compares every step.
  *
  * What it does not do: validation against schemas or defaulting (a Deployment gets no
  * spec.strategy, a Pod no status: no kubelet, scheduler or controllers run; set a status with
  * applyStatus or a status patch), admission, RBAC, namespaces that must exist, list-type merge
  * keys (a strategic merge patch is a JSON merge patch, and applied lists are replaced whole),
  * metadata.managedFields in objects (fieldOwners() shows ownership), watch bookmarks or
- * timeouts, and deletion grace periods (a deleted Pod is gone at once).
+ * timeouts, deletion grace periods (a deleted Pod is gone at once), and the garbage collector's
+ * deletion of an object whose owners were already gone when it was written (only removing an
+ * owner deletes dependents here, so seeds may name owners in any order).
  */
 import { randomUUID } from "node:crypto";
 import type {
@@ -301,6 +309,10 @@ export class FakeClient extends KubeClient {
     const key = requireKey(kind, obj);
     return this.#call("update", kind, key, opts.subresource, () => {
       const stored = this.#mustGet(kind, key);
+      if (!obj.metadata.resourceVersion && !builtin(kind))
+        throw invalid(
+          `${describe(kind, key)}: metadata.resourceVersion must be specified for an update of a custom resource (read the object and send its resourceVersion, or patch or apply instead)`,
+        );
       checkResourceVersion(kind, key, stored, obj.metadata.resourceVersion);
       const next =
         opts.subresource === "status" ? withStatusOf(stored.object, obj) : withMainOf(stored.object, obj);
@@ -525,25 +537,17 @@ export class FakeClient extends KubeClient {
     const applied = ownedPartOf(obj, subresource);
     const fields = leafPaths(applied);
     const me = `${opts.fieldManager}\0Apply`;
-    const conflicts: string[] = [];
+    const taken: { paths: Set<string>; path: string; manager: string }[] = [];
     for (const [owner, paths] of stored.owners) {
       if (owner === me) continue;
       for (const path of paths) {
         if (!fields.has(path)) continue;
         const parts = JSON.parse(path) as string[];
         if (sameJson(valueAt(stored.object, parts), valueAt(applied, parts))) continue;
-        if (opts.force) paths.delete(path);
-        else conflicts.push(`conflict with "${owner.split("\0")[0]}": ${dotted(path)}`);
+        taken.push({ paths, path, manager: owner.split("\0")[0]! });
       }
     }
-    if (conflicts.length > 0) {
-      const key = keyOfStored(stored);
-      throw conflict(
-        stored.kind,
-        key,
-        `Apply failed with ${conflicts.length} conflict(s): ${conflicts.join("; ")}`,
-      );
-    }
+    if (taken.length > 0 && !opts.force) throw applyConflict(stored.kind, keyOfStored(stored), taken);
     const next = structuredClone(stored.object) as KubeObject & Record<string, unknown>;
     for (const path of stored.owners.get(me) ?? []) {
       if (fields.has(path) || this.#ownedByAnother(stored, me, path)) continue;
@@ -553,6 +557,8 @@ export class FakeClient extends KubeClient {
       const parts = JSON.parse(path) as string[];
       setAt(next, parts, valueAt(applied, parts));
     }
+    checkFinalizers(stored, next);
+    for (const { paths, path } of taken) paths.delete(path);
     stored.owners.set(me, fields);
     return this.#commitChange(stored, next as KubeObject);
   }
@@ -564,6 +570,7 @@ export class FakeClient extends KubeClient {
     manager: string | undefined,
     subresource: string | undefined,
   ): Stored {
+    checkFinalizers(stored, next);
     const before = leafPaths(ownedPartOf(stored.object, subresource));
     const after = leafPaths(ownedPartOf(next, subresource));
     const changed = [...after].filter((p) => {
@@ -700,6 +707,12 @@ export class FakeClient extends KubeClient {
             reason: "NotFound",
           },
         );
+      if (subresource === "status" && statusless.has(kindId(kind)))
+        throw new ApiError(
+          404,
+          `404 NotFound the server could not find the requested resource (${kind.plural}/status: ${kindName(kind)} has no status subresource)`,
+          { reason: "NotFound" },
+        );
       const failure = this.#failures.findIndex(({ match }) => matchesFailure(match, verb, kind, key?.name));
       if (failure >= 0) throw this.#failures.splice(failure, 1)[0]!.error;
       const result = fn();
@@ -803,6 +816,43 @@ function foldStringData(kind: ResourceKind, obj: KubeObject): void {
   obj["data"] = data;
   delete obj["stringData"];
 }
+
+const builtinIds = new Set(Object.values(builtinKinds).map(kindId));
+
+/** Whether `kind` is one the API server has built in, not a custom resource. */
+function builtin(kind: ResourceKind): boolean {
+  return builtinIds.has(kindId(kind));
+}
+
+/** A terminating object takes no new finalizers: 422, as the API server's metadata validation. */
+function checkFinalizers(stored: Stored, next: KubeObject): void {
+  if (!stored.object.metadata.deletionTimestamp) return;
+  const had = new Set(stored.object.metadata.finalizers ?? []);
+  const added = (next.metadata.finalizers ?? []).filter((f) => !had.has(f));
+  if (added.length > 0)
+    throw invalid(
+      `${describe(stored.kind, keyOfStored(stored))}: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`,
+    );
+}
+
+/** Built-in kinds without a status subresource: a status read or write of one is a 404. */
+const statusless = new Set(
+  [
+    "Endpoints",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Event",
+    "CoreEvent",
+    "ControllerRevision",
+    "Lease",
+    "NetworkPolicy",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+  ].map((name) => kindId(builtinKinds[name as keyof typeof builtinKinds])),
+);
 
 /** Built-in kinds whose objects get no metadata.generation from the API server. */
 const uncounted = new Set(
@@ -918,7 +968,7 @@ function checkResourceVersion(
   );
 }
 
-function conflict(kind: ResourceKind, key: ObjectKey, message: string): ApiError {
+function conflict(kind: ResourceKind, key: ObjectKey, message: string, causes?: unknown[]): ApiError {
   return new ApiError(409, `409 Conflict ${message}`, {
     reason: "Conflict",
     status: {
@@ -927,9 +977,24 @@ function conflict(kind: ResourceKind, key: ObjectKey, message: string): ApiError
       reason: "Conflict",
       code: 409,
       message,
-      details: { name: key.name, kind: kind.plural },
+      details: { name: key.name, kind: kind.plural, ...(causes ? { causes } : {}) },
     },
   });
+}
+
+/** An apply's conflicts, each a cause as the API server lists it: the manager and the field. */
+function applyConflict(
+  kind: ResourceKind,
+  key: ObjectKey,
+  conflicts: readonly { path: string; manager: string }[],
+): ApiError {
+  const causes = conflicts.map(({ path, manager }) => ({
+    reason: "FieldManagerConflict",
+    message: `conflict with "${manager}"`,
+    field: dotted(path),
+  }));
+  const message = `Apply failed with ${causes.length} conflict(s): ${causes.map((c) => `${c.message}: ${c.field}`).join("; ")}`;
+  return conflict(kind, key, message, causes);
 }
 
 function notFound(kind: ResourceKind, key: ObjectKey): ApiError {

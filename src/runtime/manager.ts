@@ -29,6 +29,7 @@ import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
 import { kubeConnection, loadKubeConfig } from "./kubeconfig.ts";
 import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
+import { metadataOnlySource } from "./metadata-only.ts";
 import { RuntimeMetrics } from "./metrics.ts";
 import { OptionalInformer } from "./optional-informer.ts";
 import { Reachability } from "./reachability.ts";
@@ -89,6 +90,11 @@ export interface CacheOptions<T extends KubeObject = KubeObject> {
    * says false; controllers with such a source reconcile all their objects when it changes.
    */
   optional?: boolean;
+  /**
+   * Lists and watches metadata only (metadata-only.ts): the objects' contents (a Secret's
+   * values) never reach the process. Not with `optional`.
+   */
+  metadataOnly?: boolean;
 }
 
 export class LeaderElectionLostError extends Error {
@@ -109,6 +115,7 @@ interface CacheEntry {
   transform: Transform | undefined;
   labelSelector: string | undefined;
   keepManagedFields: boolean | undefined;
+  metadataOnly: boolean | undefined;
 }
 
 export class Manager {
@@ -417,6 +424,7 @@ export class Manager {
       differs("transform", opts.transform, existing.transform);
       differs("labelSelector", opts.labelSelector, existing.labelSelector);
       differs("keepManagedFields", opts.keepManagedFields, existing.keepManagedFields);
+      differs("metadataOnly", opts.metadataOnly, existing.metadataOnly);
       for (const [name, fn] of Object.entries(opts.indexes ?? {})) {
         for (const i of existing.informers) i.store.addIndex(name, fn);
       }
@@ -426,6 +434,8 @@ export class Manager {
     validateKind(kind);
     const namespaces = kind.namespaced && this.#opts.namespaces?.length ? this.#opts.namespaces : [undefined];
     const optional = opts.optional === true;
+    if (optional && opts.metadataOnly)
+      throw new Error(`the cache of ${id} cannot be both optional and metadataOnly`);
     const informers: CacheInformer[] = namespaces.map((namespace) => {
       const informerOpts = {
         scope: {
@@ -456,7 +466,15 @@ export class Manager {
               ? { pollIntervalMs: this.#opts.servedPollIntervalMs }
               : {}),
           })
-        : new Informer(this.client, kind, informerOpts);
+        : new Informer(
+            opts.metadataOnly
+              ? metadataOnlySource(this.client, kind, informerOpts.scope, {
+                  keepManagedFields: opts.keepManagedFields === true,
+                })
+              : this.client,
+            kind,
+            informerOpts,
+          );
     });
     // Changes count as work for the heap reclaimer: it waits for caches that stopped changing.
     for (const informer of informers) informer.addHandler(() => this.#cacheChanges++);
@@ -470,6 +488,7 @@ export class Manager {
       transform: opts.transform,
       labelSelector: opts.labelSelector,
       keepManagedFields: opts.keepManagedFields,
+      metadataOnly: opts.metadataOnly,
     };
     this.#caches.set(id, entry);
     return entry;

@@ -17,6 +17,7 @@ import {
   up,
   versions,
 } from "../../cluster/index.ts";
+import { prometheusUrl } from "../../cluster/prometheus.ts";
 import { CliError } from "../errors.ts";
 
 export const summary =
@@ -49,6 +50,8 @@ Flags:
   --node-wait SECONDS   (up --real-node) wait this long for another cluster's real node to
                         stop (default 0: fail at once, naming that cluster's dir)
   --gateway-api         (up) also install the Gateway API CRDs (${gatewayApiVersion}, standard channel)
+  --monitoring          (up) also start Prometheus with the chart's scrape jobs and alert rules
+                        (built from its Go module on first use; see docs/monitoring.md)
 
 Examples:
   mlmodel cluster up
@@ -68,6 +71,7 @@ function parse(argv: string[]) {
         "apiserver-port": { type: "string" },
         nodes: { type: "string" },
         "gateway-api": { type: "boolean" },
+        monitoring: { type: "boolean" },
         "real-node": { type: "boolean" },
         image: { type: "string", multiple: true },
         "node-wait": { type: "string" },
@@ -110,6 +114,7 @@ export async function run(argv: string[]): Promise<number> {
           apiserverPort: integerFlag("apiserver-port", values["apiserver-port"], 1, 65535),
           nodes: integerFlag("nodes", values.nodes, realNode ? 0 : 1, 1000),
           gatewayApi: values["gateway-api"] === true,
+          monitoring: values.monitoring === true,
           realNode,
           images: values.image,
           nodeLockWaitMs: nodeWait === undefined ? undefined : nodeWait * 1000,
@@ -124,6 +129,8 @@ export async function run(argv: string[]): Promise<number> {
             `[cluster] local images: ${state.realNode.images.pause.name}, ${state.realNode.images.busybox.name} (imagePullPolicy: IfNotPresent or Never)`,
           );
         }
+        const prometheus = values.monitoring ? await prometheusUrl(dir) : undefined;
+        if (prometheus) console.error(`[cluster] prometheus: ${prometheus} (docs/monitoring.md)`);
         console.error(`[cluster] kubeconfig: ${state.kubeconfig}`);
         console.error(`[cluster] try: kubectl --kubeconfig ${state.kubeconfig} get nodes`);
         console.log(state.kubeconfig);

@@ -5,6 +5,7 @@
  * it here.
  */
 import type { Prerequisite } from "./engine.ts";
+import { prometheus } from "./monitoring.ts";
 import { images, ownRealNode, realNode } from "./real-node.ts";
 import { azurite, fakeGcs, moto } from "./test-servers.ts";
 import { cluster, curl, helm, openssl } from "./tools.ts";
@@ -20,4 +21,5 @@ export const registry: readonly Prerequisite[] = [
   realNode,
   ownRealNode,
   images,
+  prometheus,
 ];

@@ -137,6 +137,48 @@ describe("FakeClient reads and writes", () => {
     );
   });
 
+  it("refuses a replace of a custom resource without a resourceVersion with 422; a built-in kind's is unconditional", async () => {
+    const client = new FakeClient();
+    const created = await client.create(Widget, widget("w", { size: 1 }));
+    const { resourceVersion: _rv, ...metadata } = created.metadata;
+    const err = await rejects(
+      client.replace(Widget, { ...created, metadata, spec: { size: 2 } }),
+      422,
+      "Invalid",
+    );
+    assert.match(err.message, /metadata\.resourceVersion must be specified/);
+    await rejects(
+      client.replace(Widget, { ...created, metadata, status: { n: 1 } }, { subresource: "status" }),
+      422,
+    );
+    await client.create(ConfigMap, configMap("a", { k: "1" }));
+    const replaced = await client.replace(ConfigMap, configMap("a", { k: "2" }));
+    assert.deepEqual(replaced["data"], { k: "2" });
+  });
+
+  it("answers 404 to the status subresource of a built-in kind that has none", async () => {
+    const client = new FakeClient();
+    const key = { namespace: ns, name: "a" };
+    await client.create(ConfigMap, configMap("a", { k: "1" }));
+    const status = { ...configMap("a"), status: { x: "1" } };
+    const err = await rejects(
+      client.patch(ConfigMap, key, status, "merge", { subresource: "status" }),
+      404,
+      "NotFound",
+    );
+    assert.match(err.message, /configmaps\/status/);
+    await rejects(client.applyStatus(ConfigMap, status, { fieldManager: "m" }), 404);
+    await rejects(client.replace(ConfigMap, status, { subresource: "status" }), 404);
+    assert.equal(await client.get(ConfigMap, key, { subresource: "status" }), undefined);
+    await client.create(Pod, { apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: ns } });
+    const pod = await client.applyStatus(
+      Pod,
+      { apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: ns }, status: { phase: "Running" } },
+      { fieldManager: "kubelet" },
+    );
+    assert.deepEqual(pod["status"], { phase: "Running" }, "a Pod has one");
+  });
+
   it("bumps generation on a spec change only, not on labels or status", async () => {
     const client = new FakeClient();
     await client.create(Widget, widget("w", { size: 1 }));
@@ -228,6 +270,11 @@ describe("FakeClient server-side apply", () => {
     await client.patch(Deployment, key, { spec: { replicas: 5 } }, "merge", { fieldManager: "hpa" });
     const err = await rejects(client.apply(Deployment, deployment(2, {}), { fieldManager: "op" }), 409);
     assert.match(err.message, /conflict with "hpa": \.spec\.replicas/);
+    assert.deepEqual(
+      err.status?.details?.causes,
+      [{ reason: "FieldManagerConflict", message: 'conflict with "hpa"', field: ".spec.replicas" }],
+      "each conflict a cause, as the API server's Status lists them",
+    );
     await client.apply(Deployment, deployment(5, {}), { fieldManager: "op" });
     assert.ok(client.fieldOwners(Deployment, key)["hpa"]?.includes(".spec.replicas"), "shared when equal");
     const forced = await client.apply(Deployment, deployment(3, {}), { fieldManager: "op", force: true });
@@ -298,6 +345,25 @@ describe("FakeClient garbage collection and finalizers", () => {
     assert.equal(terminating?.metadata.generation, 2, "deletion started: generation bumped");
     await client.patch(Widget, key, { metadata: { finalizers: null } }, "merge");
     assert.equal(await client.get(Widget, key), undefined);
+  });
+
+  it("refuses a new finalizer on a terminating object with 422, by patch and by apply, ownership untouched", async () => {
+    const client = new FakeClient();
+    const key = { namespace: ns, name: "w" };
+    const held = (finalizers: string[]) => ({ ...widget("w", {}), metadata: { ...key, finalizers } });
+    await client.apply(Widget, held(["example/a"]), { fieldManager: "op" });
+    await client.delete(Widget, key);
+    const owners = client.fieldOwners(Widget, key);
+    const err = await rejects(
+      client.patch(Widget, key, { metadata: { finalizers: ["example/a", "example/b"] } }, "merge"),
+      422,
+      "Invalid",
+    );
+    assert.match(err.message, /no new finalizers can be added if the object is being deleted.*example\/b/);
+    await rejects(client.apply(Widget, held(["example/b"]), { fieldManager: "other", force: true }), 422);
+    assert.deepEqual(client.fieldOwners(Widget, key), owners, "a refused forced apply takes nothing");
+    await client.apply(Widget, held([]), { fieldManager: "op" });
+    assert.equal(await client.get(Widget, key), undefined, "removing the finalizer is allowed and ends it");
   });
 });
 
