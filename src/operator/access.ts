@@ -18,7 +18,8 @@ export interface Access {
   why: string;
 }
 
-// Everything the operator reads comes from its caches (list and watch), never a GET.
+// Every object the operator reads comes from its caches (list and watch), never a GET (the
+// one GET is of a crashed container's log, pods/log below: text, not an object).
 const read: AccessVerb[] = ["list", "watch"];
 // Server-side apply is a PATCH that may create; delete removes stale children.
 const own: AccessVerb[] = ["list", "watch", "create", "patch", "delete"];
@@ -53,6 +54,13 @@ export const operatorAccess: Access[] = [
     kind: builtinKinds.Pod,
     verbs: read,
     why: "truthful status: readiness, crash loops, image pulls, scheduling (a canary's pods watched; the serving pods listed while their Deployment has not settled; a download Job's while it has no pod ready or failed)",
+  },
+  // The one GET: a log is text, no object a cache could hold.
+  {
+    kind: builtinKinds.Pod,
+    subresource: "log",
+    verbs: ["get"],
+    why: "a runtime that cannot load its model says why in its log: the tail of a crashed serving container's previous log, once per crash, quoted in status",
   },
   // Listed and watched metadata only (mlmodel/caches.ts): the values are never sent to the
   // operator, though RBAC cannot tell such a watch from one of whole Secrets. Create only: a model URI

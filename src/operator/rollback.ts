@@ -16,6 +16,7 @@ import { recordedSource, revisionHash, revisionSpec, specWithScaling } from "./r
 /** Failures of a new revision that the last ready one does not share. */
 const rollbackReasons = new Set([
   "DownloadFailed",
+  "ModelLoadFailed",
   "CrashLoopBackOff",
   "ImagePullBackOff",
   "CreateContainerConfigError",

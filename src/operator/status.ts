@@ -17,7 +17,15 @@ import { redactText, redactUri } from "../downloader/redact.ts";
 import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
 import { defaults, type ServingPlan } from "./plan.ts";
-import { isPodReady, type PodProblem, podProblem, terminationMessage } from "./pods.ts";
+import {
+  type CrashedContainer,
+  endedItself,
+  isPodReady,
+  loadFailure,
+  type PodProblem,
+  podProblem,
+  terminationMessage,
+} from "./pods.ts";
 
 /** A referenced object that does not exist (or lacks the key we need). */
 export interface MissingDependency {
@@ -49,6 +57,11 @@ export interface Observed {
    * controller has not seen it yet, so it has no pod: mlmodel/serving-pods.ts).
    */
   pods: readonly V1Pod[] | undefined;
+  /**
+   * What crashed serving containers said before they stopped (pods.ts, runtimeWords), by
+   * CrashedContainer.key: read from their previous log once per crash (mlmodel/crash-logs.ts).
+   */
+  crashWords?: ReadonlyMap<string, string>;
   service?: V1Service;
 }
 
@@ -70,6 +83,7 @@ const failureReasons = new Set([
   "InvalidName",
   "DownloadFailed",
   "ImagePullBackOff",
+  "ModelLoadFailed",
   "CrashLoopBackOff",
   "CreateContainerConfigError",
   "ProgressDeadlineExceeded",
@@ -261,10 +275,8 @@ function currentReplicas(
   d: V1Deployment,
 ): { updated: number; ready: number; problem?: PodProblem } {
   if (o.pods) {
-    const current = o.pods.filter(
-      (pod) => pod.metadata?.labels?.[labels.revision] === o.revision && !pod.metadata?.labels?.[trackLabel],
-    );
-    const problem = podProblem(current);
+    const current = currentRevisionPods(o.pods, o.revision);
+    const problem = asLoadFailure(o, current);
     return {
       updated: current.length,
       ready: current.filter(isPodReady).length,
@@ -273,6 +285,36 @@ function currentReplicas(
   }
   if (deploymentRevision(d) !== o.revision) return { updated: 0, ready: 0 };
   return { updated: d.status?.updatedReplicas ?? 0, ready: d.status?.readyReplicas ?? 0 };
+}
+
+/** The pods of `revision` that the model's own Deployment runs (a canary's are judged apart). */
+export function currentRevisionPods(pods: readonly V1Pod[], revision: string | undefined): readonly V1Pod[] {
+  return pods.filter(
+    (pod) => pod.metadata?.labels?.[labels.revision] === revision && !pod.metadata?.labels?.[trackLabel],
+  );
+}
+
+/**
+ * The crash that status tells as a load failure: a crash loop of a revision that never served
+ * (not the last ready one, no pod of it ready), whose runtime ended itself (pods.ts,
+ * endedItself). Once the revision has served, a crash is a crash: the model loaded. Undefined
+ * for any other problem, or none. The crash-logs stage reads this crash's log, and only this one's.
+ */
+export function loadFailureCrash(
+  o: Pick<Observed, "model" | "revision">,
+  current: readonly V1Pod[],
+  problem = podProblem(current),
+): CrashedContainer | undefined {
+  const crash = problem?.crash;
+  if (problem?.reason !== "CrashLoopBackOff" || !crash || !endedItself(crash)) return undefined;
+  if (o.revision !== undefined && o.model.status?.revision?.lastReady === o.revision) return undefined;
+  return current.some(isPodReady) ? undefined : crash;
+}
+
+function asLoadFailure(o: Observed, current: readonly V1Pod[]): PodProblem | undefined {
+  const problem = podProblem(current);
+  const crash = loadFailureCrash(o, current, problem);
+  return crash ? loadFailure(crash, o.crashWords?.get(crash.key)) : problem;
 }
 
 /** Returns how many serving replicas run the current revision (the Deployment's own: a canary's are judged apart). */
@@ -287,7 +329,12 @@ function servingStep(o: Observed, p: Draft): number {
   const { updated, ready: readyCurrent, problem } = currentReplicas(o, d);
   const progressing = d.status?.conditions?.find((c) => c.type === "Progressing");
   const name = d.metadata?.name;
-  if (progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded") {
+  // A load failure names the cause the deadline only follows from.
+  if (
+    progressing?.status === "False" &&
+    progressing.reason === "ProgressDeadlineExceeded" &&
+    problem?.reason !== "ModelLoadFailed"
+  ) {
     const message = `Deployment ${name} made no progress within ${d.spec?.progressDeadlineSeconds}s${problem ? `: ${problem.message}` : ""}`;
     set(p, "ServingReady", false, "ProgressDeadlineExceeded", message);
     decide(p, "ProgressDeadlineExceeded", message);

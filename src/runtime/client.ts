@@ -185,6 +185,29 @@ export class KubeClient {
   }
 
   /**
+   * A subresource that answers in plain text, not JSON (a pod's `log`): its body, or undefined
+   * when the object does not exist (404).
+   */
+  async getText(
+    kind: ResourceKind,
+    key: ObjectKey,
+    opts: { subresource: string; query?: Record<string, string | number | undefined>; signal?: AbortSignal },
+  ): Promise<string | undefined> {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(opts.query ?? {})) setParam(query, name, value);
+    try {
+      const res = await this.#send("get", "GET", objectPath(kind, key, opts.subresource), {
+        query,
+        signal: opts.signal,
+      });
+      return await res.text();
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /**
    * Discovery of one API group version: the resources it serves, or undefined when the API
    * server does not serve it (404: e.g. its CRD is not installed). Open to every authenticated
    * user (the system:discovery role), so it needs no RBAC rule of its own.

@@ -87,6 +87,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
     jobPods: o.downloadPods.filter((p) => jobName && p.metadata?.labels?.["job-name"] === jobName),
     deployment: modelDeployment(model, s.serving.deployments),
     pods: o.pods?.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
+    ...(o.crashWords ? { crashWords: o.crashWords } : {}),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
   };
 }

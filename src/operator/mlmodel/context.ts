@@ -18,13 +18,21 @@ import type {
  * answer unread, or only its uid and version read: applyForVersion, so that a create's echo
  * wakes nobody, wakes.ts) and of the status, a merge patch of the status (clearing the
  * downloader's fields), delete, and create for the one kind it may create but never change (a
- * URI Secret: RBAC grants no patch). No child's answer is parsed whole. And one read that is
- * not a cache's: the list of a download Job's pods, when the Job needs explaining
- * (download-pods.ts).
+ * URI Secret: RBAC grants no patch). No child's answer is parsed whole. And the reads that are
+ * not a cache's: lists of pods (a download Job's when the Job needs explaining,
+ * download-pods.ts; the serving pods of a rollout that has not settled, serving-pods.ts), and
+ * the previous log of a crashed serving container, once per crash (crash-logs.ts).
  */
 export type ModelClient = Pick<
   KubeClient,
-  "applyDiscardingAnswer" | "applyForVersion" | "applyStatus" | "patch" | "delete" | "create" | "list"
+  | "applyDiscardingAnswer"
+  | "applyForVersion"
+  | "applyStatus"
+  | "patch"
+  | "delete"
+  | "create"
+  | "list"
+  | "getText"
 >;
 
 /** What a stage that writes needs. */
@@ -40,7 +48,7 @@ export interface WriteContext {
  */
 export interface ReadContext {
   request: Request;
-  client: Pick<ModelClient, "list">;
+  client: Pick<ModelClient, "list" | "getText">;
   signal: AbortSignal;
   cache<T extends KubeObject = KubeObject>(kind: ResourceKind): Store<T>;
   /** Whether an optional kind (HTTPRoute) is served and its cache fully listed. */

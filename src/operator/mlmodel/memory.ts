@@ -41,6 +41,14 @@ export interface HeldRollout {
  */
 export const memoryTtlMs = 60_000;
 
+/**
+ * What a crashed serving container said is kept longer than the kubelet's longest back-off
+ * between two restarts (5 minutes): one crash, one read of its log. At most this many
+ * crashes (each a few hundred characters: pods.ts, runtimeWordsMaxChars).
+ */
+export const crashWordsTtlMs = 10 * 60_000;
+export const crashWordsMaxEntries = 1_000;
+
 export class ModelMemory {
   /** The last status written, per model (WrittenStatus). */
   readonly written: TtlMap<string, WrittenStatus>;
@@ -53,6 +61,12 @@ export class ModelMemory {
    * controllers keep them for the pods they create.
    */
   readonly createdSecrets: TtlMap<string, number>;
+  /**
+   * What each crashed serving container said before it stopped, by crash (pods.ts,
+   * CrashedContainer.key: pod, container, restart count; "" when its log said nothing or could
+   * not be read), so that each crash's log is read once (crash-logs.ts).
+   */
+  readonly crashWords: TtlMap<string, string>;
 
   /** `expireWhileIdle`: also forget by the wall clock while no reconcile runs (the controller's). */
   constructor(options: { expireWhileIdle?: boolean } = {}) {
@@ -60,6 +74,11 @@ export class ModelMemory {
     this.written = new TtlMap(maps);
     this.heldRollouts = new TtlMap(maps);
     this.createdSecrets = new TtlMap(maps);
+    this.crashWords = new TtlMap({
+      ...maps,
+      ttlMs: crashWordsTtlMs,
+      maxEntries: crashWordsMaxEntries,
+    });
   }
 
   /** Forgets a deleted model. */

@@ -62,6 +62,11 @@ export interface Observation {
    * undefined when not read.
    */
   pods: readonly V1Pod[] | undefined;
+  /**
+   * What the crashed serving container that status tells as a load failure said, by its
+   * crash (pods.ts, CrashedContainer.key); read after the serving pods (crash-logs.ts).
+   */
+  crashWords?: ReadonlyMap<string, string>;
   /** The model's download pods, of every Job, read only while a Job needs them (download-pods.ts); else none. */
   downloadPods: readonly V1Pod[];
   /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */

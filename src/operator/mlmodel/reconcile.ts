@@ -8,7 +8,8 @@
  *   decide   (decide.ts)   pure: the plan, the spec's revision, a rollback, missing references
  *   sync     (sync.ts)     one syncer per concern (syncers/): revision, URI Secrets, storage,
  *                          download, serving; then the serving pods, read while the Deployment
- *                          as synced has not settled (serving-pods.ts)
+ *                          as synced has not settled (serving-pods.ts), and the log of a
+ *                          runtime that gave up loading the model, once per crash (crash-logs.ts)
  *   assess   (assess.ts)   pure: the status, with revision numbers and the rollback
  *   cleanup  (cleanup.ts)  revisions beyond the history; once Ready, old Jobs, claims, storage
  *   report   (report.ts)   the status write and its Event, only when the status changed
@@ -23,6 +24,7 @@ import { keyString } from "../../runtime/index.ts";
 import { assess } from "./assess.ts";
 import { cleanup, cleanupSteps } from "./cleanup.ts";
 import type { MLModelContext } from "./context.ts";
+import { withCrashWords } from "./crash-logs.ts";
 import { decide } from "./decide.ts";
 import type { ModelMemory } from "./memory.ts";
 import { observe } from "./observe.ts";
@@ -47,7 +49,8 @@ export async function reconcileMLModel(
   if (!observed) return wakeUp([modelGone(memory, keyString(ctx.request))], now.getTime());
   const decision = decide(observed);
   const synced = await syncChildren(ctx, observed, decision, options);
-  const seen = await withServingPods(ctx, observed, synced.serving.deployments);
+  const withPods = await withServingPods(ctx, observed, synced.serving.deployments);
+  const seen = await withCrashWords(ctx, withPods, synced.revision, memory);
   const assessed = assess(seen, decision, synced);
   await cleanup(ctx, cleanupSteps(seen, decision, synced, assessed.status, options));
   const reported = await report(ctx, seen, assessed.status, memory);

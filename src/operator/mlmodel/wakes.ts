@@ -255,6 +255,7 @@ export class OwnWrites {
       delete: (kind, key, opts) => client.delete(kind, key, opts),
       create: (kind, obj, opts) => client.create(kind, obj, opts),
       list: (kind, opts) => client.list(kind, opts),
+      getText: (kind, key, opts) => client.getText(kind, key, opts),
     };
   }
 

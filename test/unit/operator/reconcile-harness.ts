@@ -148,6 +148,23 @@ export class RecordingClient implements ModelClient {
     return { items: (this.lister?.(kind, opts) ?? []) as T[], resourceVersion: "" };
   }
 
+  /** The text reads the reconcile made (a pod's previous log), as "Kind/name/subresource ?query" lines. */
+  readonly textReads: string[] = [];
+  /** What a text read answers: a crashed container's previous log, by pod name. */
+  readonly logs = new Map<string, string>();
+
+  async getText(
+    kind: ResourceKind,
+    key: ObjectKey,
+    opts: { subresource: string; query?: Record<string, string | number | undefined> },
+  ): Promise<string | undefined> {
+    const query = new URLSearchParams(
+      Object.entries(opts.query ?? {}).map(([k, v]): [string, string] => [k, String(v)]),
+    );
+    this.textReads.push(`${kind.kind}/${key.name}/${opts.subresource} ?${query}`);
+    return this.logs.get(key.name);
+  }
+
   /** Create answers as apply does, or 409 (AlreadyExists) when told to fail. */
   async create<T extends KubeObject = KubeObject>(kind: ResourceKind, obj: T): Promise<T> {
     this.#record({ verb: "create", kind, ...keyOf(obj), body: structuredClone(obj) });

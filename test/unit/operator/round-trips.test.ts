@@ -83,6 +83,7 @@ describe("the revision beside the Deployment and Service", () => {
       delete: (kind, key, opts) => inner.delete(kind, key, opts),
       create: (kind, obj) => inner.create(kind, obj),
       list: (kind, opts) => inner.list(kind, opts),
+      getText: (kind, key, opts) => inner.getText(kind, key, opts),
       applyForVersion: async (kind: ResourceKind, obj: KubeObject, opts): Promise<AppliedVersion> => {
         const answer = inner.applyForVersion(kind, obj, opts);
         if (kind.kind !== "ControllerRevision") return answer;
