@@ -106,14 +106,17 @@ describe("failure modes and recovery", { concurrency: true }, () => {
     await assertServing("dlpull");
   });
 
-  it("crash loop: Failed/CrashLoopBackOff; a working image recovers", async () => {
+  it("a crash loop before serving: Failed/ModelLoadFailed in the container's words; a working image recovers", async () => {
     await create("crash", {
       image: "registry.example.com/simulate-crash-loop:1",
       model: { path: "/models/m" },
     });
-    const m = await waitForPhase(admin, ns.name, "crash", "Failed", "CrashLoopBackOff");
-    assert.match(m.status?.message ?? "", /keeps crashing/);
-    await assertWarning("crash", "CrashLoopBackOff");
+    const m = await waitForPhase(admin, ns.name, "crash", "Failed", "ModelLoadFailed");
+    assert.match(
+      m.status?.message ?? "",
+      /cannot load the model: .*last exit code 1\), saying: simulated crash \(kwok stage simulate-crash-loop\)/,
+    );
+    await assertWarning("crash", "ModelLoadFailed");
     await patch("crash", { spec: { image } });
     await assertServing("crash");
   });

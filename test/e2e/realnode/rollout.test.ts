@@ -3,7 +3,7 @@
  * A model update under live inference traffic, on real pods: v1 -> v2 while requests keep coming
  * (25 a second, each on a connection of its own through the Service's ClusterIP), with zero
  * failed requests and answers that switch from v1's predictions to v2's; then a broken v3 (a
- * model MLServer cannot load: a real CrashLoopBackOff) that the operator rolls back to v2 on its
+ * model MLServer cannot load: a real ModelLoadFailed) that the operator rolls back to v2 on its
  * own, again with zero failed requests; `mlmodel history` lists the three revisions.
  */
 import assert from "node:assert/strict";
@@ -139,7 +139,7 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
     });
     const s = rolledBack.status!;
     assert.equal(s.revision?.current, v2Revision, "v2 serves again");
-    assert.equal(s.revision?.failed?.reason, "CrashLoopBackOff", JSON.stringify(s.revision?.failed));
+    assert.equal(s.revision?.failed?.reason, "ModelLoadFailed", JSON.stringify(s.revision?.failed));
     assert.equal(s.revision?.failed?.number, 3);
     await waitFor("only v2's pods to be left", async () => {
       const revisions = await servingRevisions();

@@ -120,13 +120,13 @@ describe("automatic rollback", { concurrency: true }, () => {
     );
   });
 
-  it("pods that crash-loop: back to the last ready image", async () => {
+  it("pods that crash-loop before they serve (the runtime cannot load the model): back to the last ready image", async () => {
     const good = await serving("crash", { image, model: { path: "/models/m" } });
     await rollbackThenForward(
       "crash",
       good,
       { spec: { image: "registry.example.com/simulate-crash-loop:2" } },
-      "CrashLoopBackOff",
+      "ModelLoadFailed",
       { spec: { image: "registry.example.com/team/server:2" } },
     );
   });
@@ -158,7 +158,7 @@ describe("automatic rollback", { concurrency: true }, () => {
       { spec: { image: "registry.example.com/simulate-crash-loop:2" } },
       "merge",
     );
-    const failed = await waitForPhase(admin, ns.name, "manual", "Failed", "CrashLoopBackOff");
+    const failed = await waitForPhase(admin, ns.name, "manual", "Failed", "ModelLoadFailed");
     assert.notEqual(failed.status?.revision?.current, good.status?.revision?.current);
     assert.equal(failed.status?.revision?.failed, undefined);
     assert.equal(failed.status?.revision?.lastReady, good.status?.revision?.current);
