@@ -18,7 +18,8 @@ const admissionKind = (kind: string, plural: string): ResourceKind => ({
   namespaced: false,
 });
 
-const kindsByName: Record<string, ResourceKind> = {
+/** The kind of every object the install bundle (and dist/install.yaml) holds, by its `kind`. */
+export const installKinds: Record<string, ResourceKind> = {
   ValidatingAdmissionPolicy: admissionKind("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
   ValidatingAdmissionPolicyBinding: admissionKind(
     "ValidatingAdmissionPolicyBinding",
@@ -89,7 +90,7 @@ export async function install(client: KubeClient, options: InstallOptions = {}):
 }
 
 async function applyOne(client: KubeClient, obj: KubeObject, options: InstallOptions): Promise<KubeObject> {
-  const kind = kindsByName[obj.kind];
+  const kind = installKinds[obj.kind];
   if (!kind) throw new Error(`install bundle has an object of unexpected kind ${obj.kind}`);
   const result = await client.apply(kind, obj, {
     fieldManager: installFieldManager,
