@@ -1,8 +1,9 @@
 /**
  * `mlmodel start` (`npm start`): the first command a user runs. Uses the cluster in
  * --kubeconfig/KUBECONFIG, or brings up the local control plane; installs CRDs, runtimes and
- * RBAC; runs the operator in this process (or, with --real-node --operator-in-cluster, as a pod); applies a sample model; shows its status live until
- * it is Ready; then keeps the operator running until Ctrl-C.
+ * RBAC; runs the operator in this process (with --real-node --operator-in-cluster, as a pod
+ * instead); applies a sample model; shows its status live until it is Ready; then keeps the
+ * operator running until Ctrl-C.
  *
  * On kwok nodes (the default local control plane) pods are simulated, and it says so. With
  * --real-node (start-real-node.ts) a real scikit-learn model is downloaded and served by real
