@@ -1,10 +1,12 @@
 /**
  * `mlmodel install`: applies CRDs, built-in runtimes and RBAC with server-side apply, waiting
- * for the CRDs to be served before creating objects of their kinds.
+ * for the CRDs to be served before creating objects of their kinds; with `operatorPods`, the
+ * operator's Deployment too.
  */
 import { clusterServingRuntimeKind } from "../api/kinds.ts";
 import { builtinKinds, type KubeClient, type KubeObject, type ResourceKind } from "../runtime/index.ts";
 import { defaultOperatorNamespace, installManifests } from "./manifests.ts";
+import { type OperatorDeploymentOptions, operatorPodManifests } from "./operator-deployment.ts";
 
 const installFieldManager = "mlmodel-install";
 
@@ -16,7 +18,8 @@ const admissionKind = (kind: string, plural: string): ResourceKind => ({
   namespaced: false,
 });
 
-const kindsByName: Record<string, ResourceKind> = {
+/** The kind of every object the install bundle (and dist/install.yaml) holds, by its `kind`. */
+export const installKinds: Record<string, ResourceKind> = {
   ValidatingAdmissionPolicy: admissionKind("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
   ValidatingAdmissionPolicyBinding: admissionKind(
     "ValidatingAdmissionPolicyBinding",
@@ -30,12 +33,17 @@ const kindsByName: Record<string, ResourceKind> = {
   ClusterRoleBinding: builtinKinds.ClusterRoleBinding,
   Role: builtinKinds.Role,
   RoleBinding: builtinKinds.RoleBinding,
+  Deployment: builtinKinds.Deployment,
+  Service: builtinKinds.Service,
+  PodDisruptionBudget: builtinKinds.PodDisruptionBudget,
 };
 
 export interface InstallOptions {
   namespace?: string;
   /** Grant the operator's namespaced rights in these namespaces only (RbacScope). */
   watchNamespaces?: readonly string[];
+  /** Also run the operator as pods: its Deployment, metrics Service and disruption budget. */
+  operatorPods?: Omit<OperatorDeploymentOptions, "namespace" | "watchNamespaces">;
   progress?: (line: string) => void;
   signal?: AbortSignal;
 }
@@ -69,11 +77,20 @@ export async function install(client: KubeClient, options: InstallOptions = {}):
   for (const obj of bundle.filter((o) => o.kind === "ClusterServingRuntime")) {
     applied.push(await applyOne(client, obj, options));
   }
+  // Last: the pods start once everything they serve and the rights they run with are there.
+  if (options.operatorPods) {
+    const pods = operatorPodManifests({
+      ...options.operatorPods,
+      namespace: options.namespace ?? defaultOperatorNamespace,
+      ...(options.watchNamespaces ? { watchNamespaces: options.watchNamespaces } : {}),
+    });
+    for (const obj of pods) applied.push(await applyOne(client, obj, options));
+  }
   return applied;
 }
 
 async function applyOne(client: KubeClient, obj: KubeObject, options: InstallOptions): Promise<KubeObject> {
-  const kind = kindsByName[obj.kind];
+  const kind = installKinds[obj.kind];
   if (!kind) throw new Error(`install bundle has an object of unexpected kind ${obj.kind}`);
   const result = await client.apply(kind, obj, {
     fieldManager: installFieldManager,

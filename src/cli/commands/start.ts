@@ -1,8 +1,9 @@
 /**
  * `mlmodel start` (`npm start`): the first command a user runs. Uses the cluster in
  * --kubeconfig/KUBECONFIG, or brings up the local control plane; installs CRDs, runtimes and
- * RBAC; runs the operator in this process; applies a sample model; shows its status live until
- * it is Ready; then keeps the operator running until Ctrl-C.
+ * RBAC; runs the operator in this process (with --real-node --operator-in-cluster, as a pod
+ * instead); applies a sample model; shows its status live until it is Ready; then keeps the
+ * operator running until Ctrl-C.
  *
  * On kwok nodes (the default local control plane) pods are simulated, and it says so. With
  * --real-node (start-real-node.ts) a real scikit-learn model is downloaded and served by real
@@ -14,7 +15,8 @@ import type { MLModel } from "../../api/mlmodel.ts";
 import { status as clusterStatus, defaultClusterDir, kubeconfigPath, up } from "../../cluster/index.ts";
 import { recipeFor } from "../../images/index.ts";
 import { install } from "../../install/install.ts";
-import { childNames } from "../../operator/names.ts";
+import { defaultOperatorNamespace } from "../../install/manifests.ts";
+import { childNames, operatorName } from "../../operator/names.ts";
 import { createOperator } from "../../operator/run.ts";
 import { builtinKinds, type KubeClient, type KubeObject, shutdownSignal } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
@@ -39,7 +41,7 @@ const samples: Record<string, string> = {
   machinemodel: "machinemodel.yaml",
 };
 
-const help = `Usage: mlmodel start [--kubeconfig PATH] [--sample NAME | --real-node] [--namespace NS] [--exit-when-ready]
+const help = `Usage: mlmodel start [--kubeconfig PATH] [--sample NAME | --real-node [--operator-in-cluster]] [--namespace NS] [--exit-when-ready]
 
 Brings up the local control plane unless a cluster is configured (--kubeconfig or KUBECONFIG),
 installs the CRDs, built-in runtimes and RBAC, runs the operator, applies a sample MLModel and
@@ -56,6 +58,9 @@ Flags:
   --kubeconfig PATH   use this cluster instead of the local control plane
   --sample NAME       ${Object.keys(samples).join(", ")} (default download: URL -> storage -> Job -> Deployment -> Service)
   --real-node         real pods: samples/${realNodeSample} on the cluster's real node
+  --operator-in-cluster
+                      with --real-node: run the operator as a pod of the image built here (the
+                      Deployment \`mlmodel install --in-cluster\` installs), not in this process
   --namespace NS      namespace of the sample (default default)
   --exit-when-ready   stop the operator and exit 0 once the sample is Ready (the cluster keeps
                       running); with --real-node the last line printed is the curl command
@@ -136,6 +141,24 @@ function describe(m: MLModel): string {
   return `${s.phase.padEnd(11)} ${replicas.padEnd(10)} ${s.reason ?? ""}: ${s.message ?? ""}`;
 }
 
+/** Waits until the operator's Deployment has a Ready pod, printing how many it has as that changes. */
+async function untilOperatorPodReady(client: KubeClient, signal: AbortSignal): Promise<void> {
+  let last = "";
+  while (!signal.aborted) {
+    const deployment = await client
+      .get<KubeObject & { status?: { readyReplicas?: number; replicas?: number } }>(builtinKinds.Deployment, {
+        namespace: defaultOperatorNamespace,
+        name: operatorName,
+      })
+      .catch(() => undefined);
+    const line = `${deployment?.status?.readyReplicas ?? 0}/${deployment?.status?.replicas ?? 0} operator pods ready`;
+    if (line !== last) console.log(`  ${line}`);
+    last = line;
+    if ((deployment?.status?.readyReplicas ?? 0) >= 1) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 /** Polls the model until it is Ready at its generation, printing each new status line. */
 async function untilReady(client: KubeClient, namespace: string, name: string, signal: AbortSignal) {
   let last = "";
@@ -178,6 +201,7 @@ export async function run(argv: string[]): Promise<number> {
       kubeconfig: { type: "string" },
       sample: { type: "string" },
       "real-node": { type: "boolean" },
+      "operator-in-cluster": { type: "boolean" },
       namespace: { type: "string", default: "default" },
       "exit-when-ready": { type: "boolean" },
       help: { type: "boolean", short: "h" },
@@ -196,6 +220,12 @@ export async function run(argv: string[]): Promise<number> {
   if (!sampleFile) {
     throw new CliError(`--sample "${values.sample}" is not one of ${Object.keys(samples).join(", ")}`, 2);
   }
+  const inCluster = values["operator-in-cluster"] === true;
+  if (inCluster && !realNode)
+    throw new CliError(
+      "--operator-in-cluster runs the operator as a pod of the image built for the real node: add --real-node",
+      2,
+    );
   const namespace = values.namespace ?? "default";
 
   const configuredPath = values.kubeconfig ?? process.env.KUBECONFIG;
@@ -211,21 +241,34 @@ export async function run(argv: string[]): Promise<number> {
     ? { kc: cluster.kc, local: !configuredPath }
     : await kubeConfigOrLocalCluster(values.kubeconfig);
   const client = cliClient(kc);
-  console.log("installing CRDs, built-in runtimes and RBAC");
-  await install(client);
-
-  const operator = await createOperator({
-    kubeConfig: kc,
-    // Short human lines among this command's own output; LOG_LEVEL=info or debug shows more.
-    logger: humanLogger(checkedLevel(process.env.LOG_LEVEL ?? "warn", "LOG_LEVEL")),
-    // The image the node has: the one built here (it is also the operator's default).
-    ...(realNode ? { downloaderImage: recipeFor("mlmodel").ref } : {}),
-  });
   const stop = new AbortController();
   const signal = shutdownSignal();
   signal.addEventListener("abort", () => stop.abort(), { once: true });
-  const running = operator.start(stop.signal);
-  console.log("operator running");
+  let running: Promise<unknown>;
+  if (inCluster) {
+    console.log("installing CRDs, built-in runtimes, RBAC and the operator's Deployment");
+    // The image the node has: the one built here. One replica: a single node gains nothing from two.
+    await install(client, { operatorPods: { image: recipeFor("mlmodel").ref, replicas: 1 } });
+    await untilOperatorPodReady(client, stop.signal);
+    // Nothing runs here but the sample's file server: wait for Ctrl-C like the in-process operator.
+    running = new Promise<void>((resolve) => {
+      if (stop.signal.aborted) resolve();
+      else stop.signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+    console.log(`operator running as a pod: deployment ${defaultOperatorNamespace}/${operatorName}`);
+  } else {
+    console.log("installing CRDs, built-in runtimes and RBAC");
+    await install(client);
+    const operator = await createOperator({
+      kubeConfig: kc,
+      // Short human lines among this command's own output; LOG_LEVEL=info or debug shows more.
+      logger: humanLogger(checkedLevel(process.env.LOG_LEVEL ?? "warn", "LOG_LEVEL")),
+      // The image the node has: the one built here (it is also the operator's default).
+      ...(realNode ? { downloaderImage: recipeFor("mlmodel").ref } : {}),
+    });
+    running = operator.start(stop.signal);
+    console.log("operator running");
+  }
 
   let published: PublishedSample | undefined;
   let curl: string | undefined;
@@ -275,7 +318,11 @@ export async function run(argv: string[]): Promise<number> {
     await running;
     await published?.files.stop();
   } else if (!stop.signal.aborted) {
-    console.log("the operator keeps running (and serves the model file); Ctrl-C to stop");
+    console.log(
+      inCluster
+        ? "the operator keeps running in the cluster; this process serves the model file until Ctrl-C"
+        : "the operator keeps running (and serves the model file); Ctrl-C to stop",
+    );
   }
   if (curl)
     console.log(`\nask it yourself (no cluster DNS here: --resolve gives the Service's ClusterIP):\n${curl}`);
