@@ -408,9 +408,7 @@ export async function outageScenario(opts: {
     const logText = readFileSync(s.logFile, "utf8");
     // Every watch error the runtime met, whatever level and words its log line chose: the
     // lines its informers log from onError carry the cache and the wait before the retry.
-    const watchErrors = logText
-      .split("\n")
-      .filter((l) => l.includes('"retryInMs"') && l.includes('"cache"'));
+    const watchErrors = logText.split("\n").filter((l) => l.includes('"retryInMs"') && l.includes('"cache"'));
     const refusedWaits = watchErrors
       .filter((l) => l.includes("ECONNREFUSED"))
       .map((l) => (JSON.parse(l) as { retryInMs: number }).retryInMs);
