@@ -856,16 +856,20 @@ export async function status(dirOption: string): Promise<
   if (state.realNode) {
     const kc = new KubeConfig();
     kc.loadFromFile(state.kubeconfig);
-    node = await nodeCondition(kc, state.realNode.nodeName).catch((err: Error) => ({
-      nodeName: state.realNode!.nodeName,
-      ready: "Unknown",
-      reason: "APIUnreachable",
-      message: err.message,
-    }));
+    node = await nodeConditionOrUnknown(kc, state.realNode.nodeName);
   }
   const nodes = state.realNodes ? await fleetStatus(state) : undefined;
   return { state, components, ...(node ? { node } : {}), ...(nodes ? { nodes } : {}) };
 }
+
+/** A Node's condition, or Unknown with the reason when the API server does not answer. */
+const nodeConditionOrUnknown = (kc: KubeConfig, nodeName: string): Promise<NodeHealth> =>
+  nodeCondition(kc, nodeName).catch((err: Error) => ({
+    nodeName,
+    ready: "Unknown",
+    reason: "APIUnreachable",
+    message: err.message,
+  }));
 
 async function fleetStatus(state: ClusterState): Promise<(NodeHealth & { members: MemberHealth })[]> {
   const kc = new KubeConfig();
@@ -873,12 +877,7 @@ async function fleetStatus(state: ClusterState): Promise<(NodeHealth & { members
   const members = (await fleetHealth(state.dir)) ?? [];
   return Promise.all(
     members.map(async (member) => ({
-      ...(await nodeCondition(kc, member.name).catch((err: Error) => ({
-        nodeName: member.name,
-        ready: "Unknown",
-        reason: "APIUnreachable",
-        message: err.message,
-      }))),
+      ...(await nodeConditionOrUnknown(kc, member.name)),
       members: member,
     })),
   );

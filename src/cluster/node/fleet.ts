@@ -12,7 +12,7 @@
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig, setHeaderOptions } from "@kubernetes/client-node";
 import { parse, stringify } from "yaml";
 import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
 import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil } from "../process.ts";
@@ -311,6 +311,12 @@ async function startMemberProcesses(start: MemberStart): Promise<number> {
   await untilHealthy(kubelet);
   await untilReady(start.core, member.name, kubelet);
   const readySeconds = (Date.now() - kubeletStarted) / 1000;
+  // The pod CIDR `up` gave the node, on its Node as the controller manager would set it (once).
+  if (!(await readNode(start.core, member.name))?.spec?.podCIDR)
+    await start.core.patchNode(
+      { name: member.name, body: { spec: { podCIDR: member.podCidr, podCIDRs: [member.podCidr] } } },
+      setHeaderOptions("Content-Type", "application/merge-patch+json"),
+    );
   await untilHealthy(await launch("kube-proxy", start.binaries["kube-proxy"], kubeProxyArgs(layout)));
   return readySeconds;
 }

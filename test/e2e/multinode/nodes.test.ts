@@ -153,6 +153,7 @@ describe("several real nodes on one machine", { timeout: Number.POSITIVE_INFINIT
       assert.equal(node.status?.conditions?.find((c) => c.type === "Ready")?.status, "True", name);
       assert.equal(node.metadata?.labels?.["kubernetes.io/hostname"], name);
       assert.equal(node.metadata?.labels?.["topology.kubernetes.io/zone"], member.zone);
+      assert.equal(node.spec?.podCIDR, member.podCidr);
       assert.deepEqual(
         node.status?.addresses?.filter((a) => a.type === "InternalIP").map((a) => a.address),
         [member.nodeIp],
