@@ -26,7 +26,7 @@ import {
   multiNodeDefaults,
   realNodeDefaults,
 } from "./config.ts";
-import { createCgroup, killAndWait, pidsInCgroup, run, unmountUnder } from "./host.ts";
+import { createCgroup, findProcesses, killAndWait, pidsInCgroup, run, unmountUnder } from "./host.ts";
 import type { NodeImages } from "./images.ts";
 import {
   createNodeNetwork,
@@ -584,6 +584,8 @@ export async function teardownFleet(
   if (machineWide) for (const member of members) await killAndWait(await pidsInCgroup(member.cgroupRoot));
   await Promise.all(records.filter((r) => r.component === "containerd").map((r) => stopProcess(r, 5000)));
   await killShims(members.map(memberSocket));
+  // A process an `up` killed half-way started but did not live to record: it names the nodes' dir.
+  await killAndWait(await findProcesses((argv) => argv.some((arg) => arg.startsWith(`${paths.root}/`))));
   await unmountUnder([paths.root]);
   if (!machineWide) return [];
   return undoMachine(journal, {

@@ -9,6 +9,8 @@ import { describe, it } from "node:test";
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
 import { parse } from "yaml";
+import { run as clusterCommand } from "../../../src/cli/commands/cluster.ts";
+import { CliError } from "../../../src/cli/errors.ts";
 import { ClusterError, realNodeCount } from "../../../src/cluster/cluster.ts";
 import { loadCa, memberCredentials } from "../../../src/cluster/node/certs.ts";
 import { fleetPaths, memberOf, multiNodeDefaults, nodePaths } from "../../../src/cluster/node/config.ts";
@@ -231,5 +233,38 @@ describe("drain", () => {
       podsToEvict(pods).map((p) => p.metadata?.name),
       ["web", "owned"],
     );
+  });
+});
+
+describe("mlmodel cluster's flags and verbs for several nodes", () => {
+  const refused = async (argv: string[], message: RegExp) =>
+    assert.rejects(clusterCommand([...argv, "--dir", scratchDir("multinode-cli")]), (err: Error) => {
+      assert.ok(err instanceof CliError, err.message);
+      assert.match(err.message, message);
+      return true;
+    });
+
+  it("refuses a node count out of range, naming the flag, the value and the range", async () => {
+    await refused(["up", "--real-nodes", "5"], /--real-nodes must be a whole number from 1 to 4, not "5"/);
+    await refused(
+      ["up", "--real-nodes", "two"],
+      /--real-nodes must be a whole number from 1 to 4, not "two"/,
+    );
+  });
+
+  it("refuses --real-node with --real-nodes", async () => {
+    await refused(["up", "--real-node", "--real-nodes", "2"], /--real-node or --real-nodes N, not both/);
+  });
+
+  it("refuses an unknown node verb or a missing node name, listing the verbs", async () => {
+    await refused(
+      ["node", "explode", "mlmodel-node-1"],
+      /drain\|cordon\|uncordon\|stop\|start\|partition\|heal NAME/,
+    );
+    await refused(["node", "stop"], /usage: mlmodel cluster node/);
+  });
+
+  it("says there is no cluster rather than acting on nothing", async () => {
+    await refused(["node", "stop", "mlmodel-node-1"], /no cluster in /);
   });
 });
