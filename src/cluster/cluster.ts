@@ -31,11 +31,9 @@ import {
   partitionMember,
   prepareFleet,
   type RealNodesInfo,
-  readFleetJournal,
   startFleet,
   startMember,
   stopMember,
-  teardownFleet,
 } from "./node/fleet.ts";
 import { MachineLockError } from "./node/lock.ts";
 import {
@@ -47,8 +45,10 @@ import {
   nodeHealthUrl,
   prepareNode,
   type RealNodeInfo,
+  readFleetJournal,
   readJournal,
   startNode,
+  teardownFleet,
   teardownNode,
 } from "./node/node.ts";
 import { ensureRealNodePrerequisites, PrerequisiteError } from "./node/prerequisites.ts";

@@ -32,14 +32,16 @@ export {
   realNodeDefaults,
 } from "./node/config.ts";
 export { DrainError, drainNode, podsToEvict, setSchedulable } from "./node/drain.ts";
-export { type MemberHealth, type RealNodesInfo, readFleetJournal, teardownFleet } from "./node/fleet.ts";
+export type { MemberHealth, RealNodesInfo } from "./node/fleet.ts";
 export type { LocalImage, NodeImages } from "./node/images.ts";
 export {
   NodeError,
   type NodeHealth,
   type RealNodeInfo,
+  readFleetJournal,
   releaseRealNode,
   reserveRealNode,
+  teardownFleet,
   teardownNode,
 } from "./node/node.ts";
 export {

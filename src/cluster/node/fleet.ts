@@ -26,7 +26,7 @@ import {
   multiNodeDefaults,
   realNodeDefaults,
 } from "./config.ts";
-import { createCgroup, findProcesses, killAndWait, pidsInCgroup, run, unmountUnder } from "./host.ts";
+import { createCgroup, killAndWait, pidsInCgroup, run, unmountUnder } from "./host.ts";
 import type { NodeImages } from "./images.ts";
 import {
   createNodeNetwork,
@@ -40,16 +40,17 @@ import {
   applyObjects,
   claimMachine,
   ctrArgs,
+  type FleetJournal,
   importedImagesIn,
   importImageInto,
   killShims,
-  type MachineRecord,
-  mayTouchMachine,
+  type MemberJournal,
+  memberSocketOf,
   NodeError,
+  readFleetJournal,
   readNode,
   readyCondition,
   recordMachine,
-  undoMachine,
   writeNodeFiles,
 } from "./node.ts";
 import { multiNodeObjects } from "./objects.ts";
@@ -64,28 +65,6 @@ import {
   provisionerHelperPod,
 } from "./render.ts";
 
-/** One node of the fleet, as the journal keeps it. */
-export interface MemberJournal extends Member {
-  root: string;
-  netns: string;
-  /** Its containerd, kubelet and kube-proxy, as last started. */
-  processes: ProcessRecord[];
-}
-
-export interface FleetJournal extends MachineRecord {
-  version: 1;
-  hostBridge: string;
-  hostIp: string;
-  /** The same ports in every node: each node has its own network namespace. */
-  ports: NodePorts;
-  members: MemberJournal[];
-  /** Processes on the host (the storage provisioner). */
-  processes: ProcessRecord[];
-  /** The kubelet and kube-proxy the nodes run (`node start` runs them again). */
-  binaries?: NodeBinaryPaths;
-  startedAt: string;
-}
-
 /** Facts about a running fleet, kept in the cluster's state.json. */
 export interface RealNodesInfo {
   nodes: { name: string; nodeIp: string; podCidr: string; zone: string; readySeconds: number }[];
@@ -93,14 +72,6 @@ export interface RealNodesInfo {
   hostIp: string;
   storageClasses: { local: string; shared: string };
   images: NodeImages;
-}
-
-export async function readFleetJournal(clusterDir: string): Promise<FleetJournal | undefined> {
-  try {
-    return JSON.parse(await readFile(fleetPaths(clusterDir).journal, "utf8")) as FleetJournal;
-  } catch {
-    return undefined;
-  }
 }
 
 async function writeFleetJournal(clusterDir: string, journal: FleetJournal): Promise<void> {
@@ -423,13 +394,11 @@ export async function startFleet(options: StartFleetOptions): Promise<RealNodesI
 
 // --- images --------------------------------------------------------------------------------
 
-const memberSocket = (member: MemberJournal) => memberPathsAt(member.root).containerdSocket;
-
 /** Imports an image archive into every node's containerd; returns the image names. */
 export async function importImageEverywhere(clusterDir: string, archive: string): Promise<string[]> {
   const journal = await requireFleet(clusterDir);
   const names = await Promise.all(
-    journal.members.map((m) => importImageInto(memberSocket(m), archive, `as ${m.name} in ${clusterDir}`)),
+    journal.members.map((m) => importImageInto(memberSocketOf(m), archive, `as ${m.name} in ${clusterDir}`)),
   );
   return names[0] ?? [];
 }
@@ -438,7 +407,7 @@ export async function importImageEverywhere(clusterDir: string, archive: string)
 export async function importedEverywhere(clusterDir: string): Promise<Map<string, string>> {
   const journal = await requireFleet(clusterDir);
   const lists = await Promise.all(
-    journal.members.map((m) => importedImagesIn(memberSocket(m), `as ${m.name} in ${clusterDir}`)),
+    journal.members.map((m) => importedImagesIn(memberSocketOf(m), `as ${m.name} in ${clusterDir}`)),
   );
   const [first, ...rest] = lists;
   return new Map(
@@ -477,7 +446,7 @@ export async function stopMember(clusterDir: string, name: string): Promise<void
   await killAndWait(await pidsInCgroup(member.cgroupRoot));
   for (const record of member.processes.filter((p) => p.component === "containerd"))
     await stopProcess(record, 5000);
-  await killShims([memberSocket(member)]);
+  await killShims([memberSocketOf(member)]);
   // The containers' rootfs and shm mounts die with them; kubelet's own root mount stays for its return.
   const layout = memberPathsAt(member.root);
   await unmountUnder([layout.containerdState, layout.containerdRoot]);
@@ -560,38 +529,4 @@ export async function fleetHealth(clusterDir: string): Promise<MemberHealth[] | 
       ),
     })),
   );
-}
-
-// --- teardown ------------------------------------------------------------------------------
-
-/**
- * Undoes the fleet of `clusterDir`: its agents and containers, every containerd and shim, the
- * mounts under its dir (the namespaces' files among them: a namespace with no process and no
- * mount is gone), and, when this dir holds the machine's nodes (or nobody live does), the
- * bridge and veths, chains, cgroups, fixed host paths, sysctls and the lock. Idempotent;
- * returns what it could not undo.
- */
-export async function teardownFleet(
-  clusterDir: string,
-  options: { machineWide?: boolean } = {},
-): Promise<string[]> {
-  const journal = await readFleetJournal(clusterDir);
-  const paths = fleetPaths(clusterDir);
-  const machineWide = options.machineWide ?? (await mayTouchMachine(clusterDir));
-  const members = journal?.members ?? [];
-  const records = [...(journal?.processes ?? []), ...members.flatMap((m) => m.processes)];
-  await Promise.all(records.filter((r) => r.component !== "containerd").map((r) => stopProcess(r, 3000)));
-  if (machineWide) for (const member of members) await killAndWait(await pidsInCgroup(member.cgroupRoot));
-  await Promise.all(records.filter((r) => r.component === "containerd").map((r) => stopProcess(r, 5000)));
-  await killShims(members.map(memberSocket));
-  // A process an `up` killed half-way started but did not live to record: it names the nodes' dir.
-  await killAndWait(await findProcesses((argv) => argv.some((arg) => arg.startsWith(`${paths.root}/`))));
-  await unmountUnder([paths.root]);
-  if (!machineWide) return [];
-  return undoMachine(journal, {
-    root: paths.root,
-    bridges: [journal?.hostBridge ?? multiNodeDefaults.hostBridge],
-    cgroupRoots: members.map((m) => m.cgroupRoot),
-    clusterDir,
-  });
 }

@@ -30,7 +30,10 @@ import {
   fixedHostPaths,
   fleetPaths,
   kubeletHostPaths,
+  type Member,
   machineLockPath,
+  memberPathsAt,
+  multiNodeDefaults,
   type NodePaths,
   nodePaths,
   realNodeDefaults,
@@ -124,10 +127,7 @@ async function writeJournal(clusterDir: string, journal: NodeJournal): Promise<v
 
 /** The processes a cluster dir's node or nodes run (from the one node's journal, or the fleet's). */
 async function journalledProcesses(clusterDir: string): Promise<ProcessRecord[]> {
-  const fleet = await readFile(fleetPaths(clusterDir).journal, "utf8").then(
-    (text) => JSON.parse(text) as { processes: ProcessRecord[]; members: { processes: ProcessRecord[] }[] },
-    () => undefined,
-  );
+  const fleet = await readFleetJournal(clusterDir);
   return [
     ...((await readJournal(clusterDir))?.processes ?? []),
     ...(fleet?.processes ?? []),
@@ -144,11 +144,8 @@ async function holderAlive(holder: LockRecord): Promise<boolean> {
 
 /** Undoes what a dead holder of the machine left: its one node, or its several. */
 async function teardownHolder(dir: string): Promise<void> {
-  if (existsSync(fleetPaths(dir).journal)) {
-    // Loaded when needed: fleet.ts builds on this module.
-    const { teardownFleet } = await import("./fleet.ts");
-    await teardownFleet(dir, { machineWide: true });
-  } else await teardownNode(dir, { machineWide: true });
+  if (existsSync(fleetPaths(dir).journal)) await teardownFleet(dir, { machineWide: true });
+  else await teardownNode(dir, { machineWide: true });
 }
 
 /** True when this dir may undo machine-wide changes: it holds the node, or nobody live does. */
@@ -623,6 +620,73 @@ async function removeLinksInto(dir: string, target: string): Promise<void> {
     const link = await readlink(join(dir, name)).catch(() => "");
     if (link.startsWith(`${target}/`)) await rm(join(dir, name), { force: true });
   }
+}
+
+// --- several nodes' journal and teardown (fleet.ts starts them) ---------------------------
+
+/** One node of the fleet, as the journal keeps it. */
+export interface MemberJournal extends Member {
+  root: string;
+  netns: string;
+  /** Its containerd, kubelet and kube-proxy, as last started. */
+  processes: ProcessRecord[];
+}
+
+export interface FleetJournal extends MachineRecord {
+  version: 1;
+  hostBridge: string;
+  hostIp: string;
+  /** The same ports in every node: each node has its own network namespace. */
+  ports: NodePorts;
+  members: MemberJournal[];
+  /** Processes on the host (the storage provisioner). */
+  processes: ProcessRecord[];
+  /** The kubelet and kube-proxy the nodes run (`node start` runs them again). */
+  binaries?: NodeBinaryPaths;
+  startedAt: string;
+}
+
+export async function readFleetJournal(clusterDir: string): Promise<FleetJournal | undefined> {
+  try {
+    return JSON.parse(await readFile(fleetPaths(clusterDir).journal, "utf8")) as FleetJournal;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The containerd socket of one node of several. */
+export const memberSocketOf = (member: MemberJournal) => memberPathsAt(member.root).containerdSocket;
+
+/**
+ * Undoes the fleet of `clusterDir`: its agents and containers, every containerd and shim, the
+ * mounts under its dir (the namespaces' files among them: a namespace with no process and no
+ * mount is gone), and, when this dir holds the machine's nodes (or nobody live does), the
+ * bridge and veths, chains, cgroups, fixed host paths, sysctls and the lock. Idempotent;
+ * returns what it could not undo.
+ */
+export async function teardownFleet(
+  clusterDir: string,
+  options: { machineWide?: boolean } = {},
+): Promise<string[]> {
+  const journal = await readFleetJournal(clusterDir);
+  const paths = fleetPaths(clusterDir);
+  const machineWide = options.machineWide ?? (await mayTouchMachine(clusterDir));
+  const members = journal?.members ?? [];
+  const records = [...(journal?.processes ?? []), ...members.flatMap((m) => m.processes)];
+  await Promise.all(records.filter((r) => r.component !== "containerd").map((r) => stopProcess(r, 3000)));
+  if (machineWide) for (const member of members) await killAndWait(await pidsInCgroup(member.cgroupRoot));
+  await Promise.all(records.filter((r) => r.component === "containerd").map((r) => stopProcess(r, 5000)));
+  await killShims(members.map(memberSocketOf));
+  // A process an `up` killed half-way started but did not live to record: it names the nodes' dir.
+  await killAndWait(await findProcesses((argv) => argv.some((arg) => arg.startsWith(`${paths.root}/`))));
+  await unmountUnder([paths.root]);
+  if (!machineWide) return [];
+  return undoMachine(journal, {
+    root: paths.root,
+    bridges: [journal?.hostBridge ?? multiNodeDefaults.hostBridge],
+    cgroupRoots: members.map((m) => m.cgroupRoot),
+    clusterDir,
+  });
 }
 
 // --- health --------------------------------------------------------------------------------
