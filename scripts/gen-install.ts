@@ -12,11 +12,13 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { stringify } from "yaml";
 import {
+  clusterScopedAccess,
   defaultOperatorNamespace,
   installManifests,
+  namespacedAccess,
   rulesFor,
-  secretPolicyValidations,
 } from "../src/install/manifests.ts";
+import { admissionPolicies, operatorUsernamePlaceholder, policySpec } from "../src/install/policies.ts";
 import { leaderElectionAccess, operatorAccess } from "../src/operator/access.ts";
 import { operatorName } from "../src/operator/names.ts";
 import type { KubeObject } from "../src/runtime/index.ts";
@@ -202,16 +204,18 @@ export function renderInstallFiles(): Map<string, string> {
   files.set(`${chartDir}/files/operator-rules.yaml`, header + stringify(rulesFor(operatorAccess)));
   // With watchNamespaces the chart grants namespaced rights per namespace (Role) and only the
   // cluster-scoped ones cluster-wide.
-  const [clusterScoped, namespaced] = [false, true].map((ns) =>
-    operatorAccess.filter((a) => a.kind.namespaced === ns),
-  );
-  files.set(`${chartDir}/files/cluster-rules.yaml`, header + stringify(rulesFor(clusterScoped!)));
-  files.set(`${chartDir}/files/namespaced-rules.yaml`, header + stringify(rulesFor(namespaced!)));
+  files.set(`${chartDir}/files/cluster-rules.yaml`, header + stringify(rulesFor(clusterScopedAccess())));
+  files.set(`${chartDir}/files/namespaced-rules.yaml`, header + stringify(rulesFor(namespacedAccess())));
   files.set(
     `${chartDir}/files/leader-election-rules.yaml`,
     header + stringify(rulesFor([leaderElectionAccess])),
   );
-  files.set(`${chartDir}/files/secret-policy-validations.yaml`, header + stringify(secretPolicyValidations));
+  // The admission policies, with a placeholder the chart replaces by its ServiceAccount's name.
+  const policies = admissionPolicies.map((p) => ({
+    suffix: p.suffix,
+    spec: policySpec(p, operatorUsernamePlaceholder),
+  }));
+  files.set(`${chartDir}/files/admission-policies.yaml`, header + stringify(policies, { lineWidth: 0 }));
   return files;
 }
 

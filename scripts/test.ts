@@ -24,8 +24,10 @@
  * stopped: a machine hosts one real node at a time.
  *
  * The verdict: node's spec reporter prints its own summary (pass, fail, cancelled, skipped,
- * todo); the runner adds one line with the same counts and exits non-zero when any test failed
- * or was cancelled.
+ * todo); the runner adds one line with the same counts and the number of files skipped, and
+ * exits non-zero when any test failed or was cancelled. A run that passed with files skipped
+ * says so in capitals on its last line (`# PASSED WITH 2 FILES SKIPPED: ...`), never a bare
+ * `# PASSED`.
  *
  * MLMODEL_TEST_CLUSTER_DIR=DIR reuses a cluster started with `mlmodel cluster up --dir DIR`
  * (the fast loop while developing); MLMODEL_TEST_KUBECONFIG=PATH runs against another cluster;
@@ -311,7 +313,7 @@ try {
     if (started === real) realNode = started;
   }
 
-  const skippedNote = skippedFiles.length > 0 ? `, ${skippedFiles.length} skipped` : "";
+  const skippedNote = skippedFiles.length > 0 ? `, ${skippedFiles.length} SKIPPED` : "";
   const with_ = [needsCluster ? "a real control plane" : "", realNode ? "a real node" : ""].filter(Boolean);
   const mainPhase = [
     ...mainFiles,

@@ -88,6 +88,14 @@ const modelSpec = {
       maxLength: 64,
       ...matching("^[a-f0-9]{64}$", "64 lowercase hexadecimal digits (the SHA-256 of the model file)"),
     },
+    downloadDeadlineSeconds: {
+      type: "integer",
+      description:
+        "Seconds the download Job may run, retries included, before it is stopped and the download reported as failed (reason DeadlineExceeded). Each request to the store is bounded too; this bounds the whole. Raise it for a model that takes longer to download.",
+      minimum: 60,
+      maximum: 604800,
+      default: 21600,
+    },
     path: {
       type: "string",
       description:

@@ -1,10 +1,68 @@
-/** What a fresh cluster needs before it is useful: fake nodes that kwok manages. */
-import { CoreV1Api, KubeConfig, type V1Node } from "@kubernetes/client-node";
+/** What a fresh cluster needs before it is useful: kwok's permissions and fake nodes that kwok manages. */
+import {
+  CoreV1Api,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+  type V1ClusterRole,
+  type V1ClusterRoleBinding,
+  type V1Node,
+} from "@kubernetes/client-node";
+import { kwokIdentity } from "./pki.ts";
 
 export function adminClient(kubeconfig: string): CoreV1Api {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
   return kc.makeApiClient(CoreV1Api);
+}
+
+/**
+ * What kwok does, and no more: it watches nodes and pods, writes the status its stages play
+ * (nodes/status, pods/status), heartbeats node leases, removes a deleted pod's finalizers and
+ * the pod itself (pod-delete), and records events. Its Stage CRDs are not used: the stages
+ * come from controlplane/kwok/stages.yaml.
+ */
+export function kwokRbac(): { role: V1ClusterRole; binding: V1ClusterRoleBinding } {
+  const name = kwokIdentity;
+  return {
+    role: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name },
+      rules: [
+        { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch"] },
+        { apiGroups: [""], resources: ["nodes/status"], verbs: ["patch", "update"] },
+        {
+          apiGroups: [""],
+          resources: ["pods"],
+          verbs: ["get", "list", "watch", "patch", "update", "delete"],
+        },
+        { apiGroups: [""], resources: ["pods/status"], verbs: ["patch", "update"] },
+        {
+          apiGroups: ["coordination.k8s.io"],
+          resources: ["leases"],
+          verbs: ["get", "list", "watch", "create", "patch", "update"],
+        },
+        { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch", "update"] },
+      ],
+    },
+    binding: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name }],
+    },
+  };
+}
+
+/** Grants kwok its ClusterRole; run before kwok starts, so that its first watches are allowed. */
+export async function grantKwok(kubeconfig: string): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const { role, binding } = kwokRbac();
+  await rbac.createClusterRole({ body: role });
+  await rbac.createClusterRoleBinding({ body: binding });
 }
 
 /** kwok manages nodes with this annotation (see the --manage-nodes-with-annotation-selector flag). */

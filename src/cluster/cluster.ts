@@ -7,6 +7,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
 import { mkdir, open, readFile, rm, writeFile } from "node:fs/promises";
+import https from "node:https";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,9 +16,12 @@ import { type BinaryPaths, ensureBinaries, isAlive, type ProgressFn } from "./bi
 import {
   adminClient,
   createFakeNodes,
+  grantKwok,
   waitForDefaultServiceAccount,
   waitForNodesReady,
 } from "./bootstrap.ts";
+import { ClusterError } from "./errors.ts";
+import { installGatewayApiCrds } from "./gateway-api.ts";
 import { renderKubeconfig } from "./kubeconfig.ts";
 import { clusterNetwork } from "./network.ts";
 import { kwokTaint, memberOf, multiNodeDefaults, realNodeDefaults } from "./node/config.ts";
@@ -53,7 +57,7 @@ import {
 } from "./node/node.ts";
 import { ensureRealNodePrerequisites, PrerequisiteError } from "./node/prerequisites.ts";
 import type { NodePorts } from "./node/render.ts";
-import { kwokConfigFile, kwokStagesFile } from "./paths.ts";
+import { kwokConfigFile, kwokStagesFile, rootOnlyProblem } from "./paths.ts";
 import { generatePki, type RealNodeIdentity } from "./pki.ts";
 import {
   ComponentError,
@@ -66,12 +70,7 @@ import {
 } from "./process.ts";
 import { type Component, type ControlPlaneComponent, type NodeComponent, versions } from "./versions.ts";
 
-export class ClusterError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ClusterError";
-  }
-}
+export { ClusterError };
 
 export interface Ports {
   etcdClient: number;
@@ -224,9 +223,20 @@ async function allocatePorts(apiserverPort?: number): Promise<Ports> {
   return { etcdClient, etcdPeer, apiserver: apiserverPort ?? apiserver, controllerManager, scheduler, kwok };
 }
 
+/**
+ * A real node's cluster dir holds what `up` and `down` act on as root (the node's journal, its
+ * kubeconfigs and keys): refused unless only root can change it.
+ */
+async function requireRootOnlyDir(dir: string): Promise<void> {
+  const problem = await rootOnlyProblem("the cluster directory", dir);
+  if (problem) throw new ClusterError(`${problem}; a real node's cluster directory must be root's alone`);
+}
+
 /** Refuses a second `up` on a live cluster; clears what a dead one left behind. */
-async function claimDir(dir: string, progress: ProgressFn): Promise<() => Promise<void>> {
-  await mkdir(dir, { recursive: true });
+async function claimDir(dir: string, progress: ProgressFn, realNode: boolean): Promise<() => Promise<void>> {
+  // Private from the start: it holds the cluster's keys.
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (realNode || (await readJournal(dir)) || (await readFleetJournal(dir))) await requireRootOnlyDir(dir);
   const lockPath = join(dir, "up.lock");
   let handle: Awaited<ReturnType<typeof open>>;
   try {
@@ -337,7 +347,10 @@ function componentArgs(
   const kubeconfig = (name: string) => join(dir, "kubeconfigs", `${name}.kubeconfig`);
   const admissionPlugins = `NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy${realNode ? ",NodeRestriction" : ""}`;
   const apiserver = [
-    `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
+    `--etcd-servers=https://127.0.0.1:${ports.etcdClient}`,
+    `--etcd-cafile=${pki("ca.crt")}`,
+    `--etcd-certfile=${pki("apiserver-etcd-client.crt")}`,
+    `--etcd-keyfile=${pki("apiserver-etcd-client.key")}`,
     "--bind-address=127.0.0.1",
     "--advertise-address=127.0.0.1",
     `--secure-port=${ports.apiserver}`,
@@ -363,11 +376,13 @@ function componentArgs(
     etcd: [
       "--name=mlmodel-local",
       `--data-dir=${join(dir, "etcd")}`,
-      `--listen-client-urls=http://127.0.0.1:${ports.etcdClient}`,
-      `--advertise-client-urls=http://127.0.0.1:${ports.etcdClient}`,
-      `--listen-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
-      `--initial-cluster=mlmodel-local=http://127.0.0.1:${ports.etcdPeer}`,
+      `--listen-client-urls=https://127.0.0.1:${ports.etcdClient}`,
+      `--advertise-client-urls=https://127.0.0.1:${ports.etcdClient}`,
+      `--listen-peer-urls=https://127.0.0.1:${ports.etcdPeer}`,
+      `--initial-advertise-peer-urls=https://127.0.0.1:${ports.etcdPeer}`,
+      `--initial-cluster=mlmodel-local=https://127.0.0.1:${ports.etcdPeer}`,
+      // Whoever writes to etcd runs pods as root on a real node: only the API server may.
+      ...etcdTlsArgs(pki),
       // A throwaway test cluster: durability is not worth the fsync latency.
       "--unsafe-no-fsync",
       "--quota-backend-bytes=8589934592",
@@ -426,6 +441,79 @@ function componentArgs(
   };
 }
 
+/**
+ * etcd over TLS on both ports, admitting only client certificates of etcd's own CA, which
+ * signed the API server's and no other (pki.ts), so that a local user cannot read Secrets
+ * from etcd or write a privileged pod into it.
+ */
+function etcdTlsArgs(pki: (name: string) => string): string[] {
+  return [
+    `--cert-file=${pki("etcd.crt")}`,
+    `--key-file=${pki("etcd.key")}`,
+    `--trusted-ca-file=${pki("etcd-ca.crt")}`,
+    "--client-cert-auth=true",
+    `--peer-cert-file=${pki("etcd.crt")}`,
+    `--peer-key-file=${pki("etcd.key")}`,
+    `--peer-trusted-ca-file=${pki("etcd-ca.crt")}`,
+    "--peer-client-cert-auth=true",
+  ];
+}
+
+/** The TLS material a client of etcd presents: the API server's, the one client etcd admits. */
+export async function etcdClientTls(dir: string): Promise<{ ca: string; cert: string; key: string }> {
+  const read = (name: string) => readFile(join(dir, "pki", name), "utf8");
+  return {
+    ca: await read("ca.crt"),
+    cert: await read("apiserver-etcd-client.crt"),
+    key: await read("apiserver-etcd-client.key"),
+  };
+}
+
+/** One POST to etcd's JSON gateway (e.g. /v3/kv/range) as the API server's client. */
+async function etcdPost(dir: string, endpoint: string, path: string, body: unknown): Promise<unknown> {
+  const tls = await etcdClientTls(dir);
+  return new Promise((resolvePromise, reject) => {
+    const request = https.request(
+      new URL(path, endpoint),
+      { method: "POST", ...tls, timeout: 10_000, headers: { "content-type": "application/json" } },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          text += chunk;
+        });
+        res.on("end", () =>
+          res.statusCode === 200
+            ? resolvePromise(JSON.parse(text))
+            : reject(new ClusterError(`etcd ${path}: HTTP ${res.statusCode} ${text}`)),
+        );
+      },
+    );
+    request.on("error", (err) => reject(new ClusterError(`etcd ${path}: ${err.message}`)));
+    request.on("timeout", () => request.destroy(new Error("no answer within 10 s")));
+    request.end(JSON.stringify(body));
+  });
+}
+
+/**
+ * Compacts the etcd of the cluster in `dir` at its current revision, so that a watch or list
+ * from an older resourceVersion gets 410 Gone (fault-injection tests). Returns the revision.
+ */
+export async function compactEtcd(dirOption: string): Promise<number> {
+  const dir = resolve(dirOption);
+  const state = await readState(dir);
+  if (!state) throw new ClusterError(`no running cluster in ${dir}`);
+  const range = (await etcdPost(dir, state.etcdEndpoint, "/v3/kv/range", { key: "AA==" })) as {
+    header: { revision: string };
+  };
+  const revision = Number(range.header.revision);
+  await etcdPost(dir, state.etcdEndpoint, "/v3/kv/compaction", {
+    revision: String(revision),
+    physical: true,
+  });
+  return revision;
+}
+
 const binaryOf: Record<ControlPlaneComponent, keyof BinaryPaths> = {
   etcd: "etcd",
   "kube-apiserver": "kube-apiserver",
@@ -447,6 +535,11 @@ async function writeMaterial(dir: string, ports: Ports, realNode?: RealNodeIdent
     "apiserver.key": pki.apiserver.keyPem,
     "sa.pub": pki.serviceAccount.publicKeyPem,
     "sa.key": pki.serviceAccount.privateKeyPem,
+    "etcd-ca.crt": pki.etcd.ca,
+    "etcd.crt": pki.etcd.server.certPem,
+    "etcd.key": pki.etcd.server.keyPem,
+    "apiserver-etcd-client.crt": pki.etcd.apiserverClient.certPem,
+    "apiserver-etcd-client.key": pki.etcd.apiserverClient.keyPem,
   };
   if (pki.realNode) {
     files["kubelet.crt"] = pki.realNode.kubeletServing.certPem;
@@ -510,7 +603,7 @@ export async function up(options: UpOptions): Promise<ClusterState> {
   const dir = resolve(options.dir);
   const progress = options.progress ?? (() => {});
   const fleetSize = realNodeCount(options);
-  const release = await claimDir(dir, progress);
+  const release = await claimDir(dir, progress, fleetSize > 0);
   // Several nodes reach the API server at the host's address on their network: the identity
   // its certificate and advertised address name.
   const realNode: RealNodeIdentity | undefined =
@@ -607,11 +700,14 @@ async function startCluster(
   const ca = await readFile(join(dir, "pki", "ca.crt"), "utf8");
 
   const etcd = start("etcd");
+  const etcdTls = await etcdClientTls(dir);
   await waitUntil(
     etcd,
     "healthy",
     async () =>
-      (await probe({ url: `http://127.0.0.1:${ports.etcdClient}/health` })).body.includes('"health":"true"'),
+      (await probe({ url: `https://127.0.0.1:${ports.etcdClient}/health`, ...etcdTls })).body.includes(
+        '"health":"true"',
+      ),
     30_000,
   );
   progress("etcd is up");
@@ -619,6 +715,7 @@ async function startCluster(
   const apiserver = start("kube-apiserver");
   await waitHealthy(apiserver, `${server}/readyz`, { ca }, 90_000);
   progress(`kube-apiserver is ready at ${server}`);
+  await grantKwok(kubeconfigPath(dir));
 
   const controllerManager = start("kube-controller-manager");
   const scheduler = start("kube-scheduler");
@@ -706,18 +803,14 @@ async function startCluster(
     .filter(Boolean)
     .join(" and ");
   progress(`${nodeSummary} Ready; control plane up in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
-  if (options.gatewayApi) {
-    // Loaded when asked for: gateway-api.ts imports ClusterError from here (no static cycle).
-    const { installGatewayApiCrds } = await import("./gateway-api.ts");
-    await installGatewayApiCrds(kubeconfigPath(dir), progress);
-  }
+  if (options.gatewayApi) await installGatewayApiCrds(kubeconfigPath(dir), progress);
 
   const state: ClusterState = {
     version: 1,
     dir,
     kubeconfig: kubeconfigPath(dir),
     server,
-    etcdEndpoint: `http://127.0.0.1:${ports.etcdClient}`,
+    etcdEndpoint: `https://127.0.0.1:${ports.etcdClient}`,
     ports,
     processes: started,
     kubernetesVersion: versions.kubernetes,
@@ -750,6 +843,7 @@ export async function down(dirOption: string): Promise<DownResult | undefined> {
   // No state but a node journal or started processes: an `up` killed half-way. Undone all the same.
   const journal = await readJournal(dir);
   const fleet = await readFleetJournal(dir);
+  if (journal || fleet) await requireRootOnlyDir(dir);
   const processes = state?.processes ?? (await readStarted(dir));
   if (!state && !journal && !fleet && processes.length === 0) {
     if (existsSync(dir)) await rm(dir, { recursive: true, force: true });
@@ -822,12 +916,14 @@ async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<
       ? nodeHealthUrl(journal, record.component)
       : controlPlaneHealthUrl(state, record.component as ControlPlaneComponent);
   const running = await isOurs(record);
-  const ca =
-    record.component === "kube-apiserver"
-      ? await readFile(join(state.dir, "pki", "ca.crt"), "utf8").catch(() => undefined)
-      : undefined;
+  const tls =
+    record.component === "etcd"
+      ? await etcdClientTls(state.dir).catch(() => ({}))
+      : record.component === "kube-apiserver"
+        ? { ca: await readFile(join(state.dir, "pki", "ca.crt"), "utf8").catch(() => undefined) }
+        : {};
   // A component without a health endpoint (the provisioner) is healthy while it runs.
-  const result = running && url ? await probe({ url, ca }) : { code: running ? 200 : 0, body: "" };
+  const result = running && url ? await probe({ url, ...tls }) : { code: running ? 200 : 0, body: "" };
   const healthy =
     result.code === 200 && (record.component !== "etcd" || result.body.includes('"health":"true"'));
   const detail = !running

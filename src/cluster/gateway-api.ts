@@ -25,7 +25,7 @@ import {
 } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { checkGoToolchain, type ProgressFn } from "./binaries.ts";
-import { ClusterError } from "./cluster.ts";
+import { ClusterError } from "./errors.ts";
 
 export const gatewayApiModule = "sigs.k8s.io/gateway-api";
 export const gatewayApiVersion = "v1.6.3";

@@ -1,7 +1,8 @@
 /**
  * TLS material for the local control plane: one CA, the API server's serving certificate,
- * one client certificate per component (all in system:masters, with distinct common names
- * so the audit log says who wrote what), and the service-account signing key pair.
+ * one client certificate per component (with distinct common names so the audit log says who
+ * wrote what), etcd's own CA (signed by the cluster CA) with etcd's serving certificate and
+ * the API server's client certificate towards etcd, and the service-account signing key pair.
  *
  * ECDSA P-256 throughout: key generation takes milliseconds where RSA takes a second.
  */
@@ -28,6 +29,7 @@ export interface KeyPair {
 export interface ClusterPki {
   ca: KeyPair;
   apiserver: KeyPair;
+  etcd: EtcdPki;
   clients: Record<string, KeyPair>;
   serviceAccount: { publicKeyPem: string; privateKeyPem: string };
   /** Present when the cluster has a real node. */
@@ -39,6 +41,23 @@ export interface RealNodePki {
   kubeletServing: KeyPair;
   /** The API server's client certificate towards the kubelet (--kubelet-client-certificate). */
   apiserverKubeletClient: KeyPair;
+}
+
+/**
+ * etcd trusts a CA of its own, signed by the cluster CA, that signs two certificates only:
+ * etcd's and the API server's client certificate. Its key is never written anywhere, so no
+ * other client certificate for etcd can ever be issued, and every certificate of the cluster
+ * CA (the admin's, kwok's, a node's) is refused by etcd. (etcd's allowed-hostname check
+ * cannot do this: it also rejects etcd's JSON gateway, which calls etcd's gRPC service
+ * without verifying the chain.)
+ */
+export interface EtcdPki {
+  /** etcd's trust anchor (--trusted-ca-file): the cluster CA's delegate for etcd. */
+  ca: string;
+  /** etcd's serving and peer certificate, followed by etcd's CA so that clients of the cluster CA verify it. */
+  server: KeyPair;
+  /** The API server's client certificate towards etcd. */
+  apiserverClient: KeyPair;
 }
 
 export interface RealNodeIdentity {
@@ -73,9 +92,47 @@ function serial(): string {
     .replace(/^[89a-f]/, "1");
 }
 
-async function createCa(
-  name = "mlmodel-local-ca",
-): Promise<{ cert: x509.X509Certificate; keys: CryptoKeyPair }> {
+type Ca = { cert: x509.X509Certificate; keys: CryptoKeyPair };
+
+/** A CA signed by `parent` that may sign leaves only (path length 0). */
+async function createSubordinateCa(parent: Ca, name: string): Promise<Ca> {
+  const keys = await newKeys();
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(),
+    subject: `CN=${name}`,
+    issuer: parent.cert.subject,
+    ...validity(),
+    signingAlgorithm: algorithm,
+    publicKey: keys.publicKey,
+    signingKey: parent.keys.privateKey,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, 0, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+      await x509.AuthorityKeyIdentifierExtension.create(parent.keys.publicKey),
+    ],
+  });
+  return { cert, keys };
+}
+
+/** etcd's CA and the only two certificates it signs (see EtcdPki); its key stays in memory. */
+async function createEtcdPki(clusterCa: Ca): Promise<EtcdPki> {
+  const ca = await createSubordinateCa(clusterCa, "mlmodel-etcd-ca");
+  const caPem = ca.cert.toString("pem");
+  const server = await createLeaf(ca, {
+    subject: "CN=mlmodel-etcd",
+    usage: "server and client",
+    ips: ["127.0.0.1"],
+    dnsNames: ["localhost"],
+  });
+  return {
+    ca: caPem,
+    server: { certPem: `${server.certPem.trimEnd()}\n${caPem}`, keyPem: server.keyPem },
+    apiserverClient: await createLeaf(ca, { subject: "CN=kube-apiserver-etcd-client", usage: "client" }),
+  };
+}
+
+async function createCa(name = "mlmodel-local-ca"): Promise<Ca> {
   const keys = await newKeys();
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serial(),
@@ -94,15 +151,12 @@ async function createCa(
 
 interface LeafOptions {
   subject: string;
-  usage: "server" | "client";
+  usage: "server" | "client" | "server and client";
   ips?: string[];
   dnsNames?: string[];
 }
 
-async function createLeaf(
-  ca: { cert: x509.X509Certificate; keys: CryptoKeyPair },
-  options: LeafOptions,
-): Promise<KeyPair> {
+async function createLeaf(ca: Ca, options: LeafOptions): Promise<KeyPair> {
   const keys = await newKeys();
   const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(false, undefined, true),
@@ -111,7 +165,8 @@ async function createLeaf(
       true,
     ),
     new x509.ExtendedKeyUsageExtension([
-      options.usage === "server" ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth,
+      ...(options.usage === "client" ? [] : [x509.ExtendedKeyUsage.serverAuth]),
+      ...(options.usage === "server" ? [] : [x509.ExtendedKeyUsage.clientAuth]),
     ]),
     await x509.AuthorityKeyIdentifierExtension.create(ca.keys.publicKey),
   ];
@@ -133,8 +188,22 @@ async function createLeaf(
   return { certPem: cert.toString("pem"), keyPem: await privateKeyPem(keys.privateKey) };
 }
 
-/** Client identities the control plane's own components use. */
-export const clientIdentities = ["admin", "kube-controller-manager", "kube-scheduler", "kwok"] as const;
+/** The common name of kwok's client certificate, bound to its ClusterRole at bootstrap. */
+export const kwokIdentity = "mlmodel:kwok";
+
+/**
+ * The subjects of the control plane's own client certificates, each least-privileged: the
+ * controller manager and the scheduler are the users the API server's default RBAC binds
+ * (system:kube-controller-manager, system:kube-scheduler, as on kubeadm clusters); kwok is
+ * bound to a ClusterRole of what its stages do (bootstrap.ts). Only the admin, the cluster
+ * owner's kubeconfig, is in system:masters.
+ */
+export const controlPlaneClientSubjects = {
+  admin: "CN=mlmodel-admin, O=system:masters",
+  "kube-controller-manager": "CN=system:kube-controller-manager",
+  "kube-scheduler": "CN=system:kube-scheduler",
+  kwok: `CN=${kwokIdentity}`,
+} as const;
 
 /**
  * Client identities of a real node's components: none is in system:masters. kubelet is a
@@ -159,14 +228,10 @@ export async function generatePki(realNode?: RealNodeIdentity): Promise<ClusterP
     ips: ["127.0.0.1", clusterNetwork.kubernetesServiceIp, ...(realNode ? [realNode.nodeIp] : [])],
     dnsNames: ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
   });
+  const etcd = await createEtcdPki(ca);
   const clients: Record<string, KeyPair> = {};
-  for (const identity of clientIdentities) {
-    const commonName = identity === "admin" ? "mlmodel-admin" : `system:${identity}`;
-    clients[identity] = await createLeaf(ca, {
-      subject: `CN=${commonName}, O=system:masters`,
-      usage: "client",
-    });
-  }
+  for (const [identity, subject] of Object.entries(controlPlaneClientSubjects))
+    clients[identity] = await createLeaf(ca, { subject, usage: "client" });
   if (realNode) {
     for (const [identity, subject] of Object.entries(realNodeClientSubjects(realNode.nodeName)))
       clients[identity] = await createLeaf(ca, { subject, usage: "client" });
@@ -187,6 +252,7 @@ export async function generatePki(realNode?: RealNodeIdentity): Promise<ClusterP
     },
     ca: { certPem: ca.cert.toString("pem"), keyPem: await privateKeyPem(ca.keys.privateKey) },
     apiserver,
+    etcd,
     clients,
     serviceAccount: {
       publicKeyPem: pem("PUBLIC KEY", await webcrypto.subtle.exportKey("spki", saKeys.publicKey)),

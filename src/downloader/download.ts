@@ -37,6 +37,10 @@ export interface DownloadOptions {
   maxExpansionRatio: number;
   maxArchiveEntries: number;
   retry: RetryPolicy;
+  /** How long a server may keep silent: before its answer, and between bytes of a body. */
+  requestTimeoutMs: number;
+  /** Pages one listing may take: a server that always sends a next page stops here. */
+  maxListPages: number;
   env: Env;
   signal: AbortSignal;
   log: (line: string) => void;
@@ -50,6 +54,9 @@ export const defaultDownloadOptions = {
   maxExpansionRatio: 100,
   maxArchiveEntries: 100_000,
   retry: defaultRetryPolicy,
+  requestTimeoutMs: 60_000,
+  // 10,000 pages of the stores' usual 1,000 entries: far more files than any model has.
+  maxListPages: 10_000,
 } as const;
 
 export type DownloadResult =
@@ -217,7 +224,7 @@ async function downloadToDest(
 ) {
   const partial = partialDirFor(dest);
   await preparePartial(partial, opts.uri, opts.log);
-  const source = await createSource(loc, new Credentials(opts.env));
+  const source = await createSource(loc, new Credentials(opts.env), opts);
   try {
     const files = await listWithRetry(source, opts);
     opts.progress.setFiles(files);

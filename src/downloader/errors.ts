@@ -56,6 +56,37 @@ function errorCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/** Codes and names the HTTP clients give an error when a server kept silent past their timeout. */
+const timeoutCodes = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "ETIMEDOUT"]);
+
+/**
+ * Whether `err`, as an HTTP client threw it (undici, the AWS SDK, our Azure policy), says a
+ * request timed out. A DownloadError is already mapped: false.
+ */
+export function isTimeout(err: unknown): boolean {
+  if (err instanceof DownloadError) return false;
+  const code = errorCode(err);
+  return (
+    (code !== undefined && timeoutCodes.has(code)) || (err as Error | undefined)?.name === "TimeoutError"
+  );
+}
+
+/**
+ * A server that took the request and kept silent longer than the request timeout (before its
+ * answer, or in the middle of a body). Transient: the attempt is retried, and resumed.
+ */
+export function requestTimedOut(what: string, timeoutMs: number, cause?: unknown): DownloadError {
+  return new DownloadError(
+    "NetworkError",
+    `${what}: no answer within ${timeoutMs / 1000}s (the request timeout)`,
+    {
+      cause,
+      transient: true,
+      hint: "the server took the request and kept silent: check that the endpoint is the storage server and is healthy (each request is tried --retries times; mlmodel download --request-timeout sets the bound)",
+    },
+  );
+}
+
 /** Maps an HTTP status of a storage server to a failure; 408/429/5xx are transient. */
 export function errorForStatus(status: number, what: string, hint: string): DownloadError {
   if (status === 401 || status === 403)

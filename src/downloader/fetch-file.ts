@@ -7,7 +7,7 @@ import { mkdir, readFile, rename, rm, stat, truncate, writeFile } from "node:fs/
 import { dirname, join } from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { DownloadError } from "./errors.ts";
+import { DownloadError, isTimeout, requestTimedOut } from "./errors.ts";
 import { formatBytes, type Progress } from "./progress.ts";
 import { type RetryPolicy, withRetry } from "./retry.ts";
 import type { RemoteFile, Source } from "./sources/source.ts";
@@ -21,6 +21,8 @@ export interface FetchContext {
   signal: AbortSignal;
   /** Largest total of bytes the whole download may reach. */
   maxBytes: number;
+  /** How long a body may send nothing before the attempt fails (and is retried, resumed). */
+  requestTimeoutMs: number;
   log: (line: string) => void;
 }
 
@@ -75,6 +77,30 @@ function meter(ctx: FetchContext, file: RemoteFile, hash: Hash, start: number): 
   });
 }
 
+/**
+ * Fails the read when no byte arrives for `ms`, whichever store sends the body (not every SDK
+ * bounds a body that stops). A disk that takes as long to accept a chunk trips it too: the
+ * attempt is retried and resumes from what was written.
+ */
+function idleGuard(ms: number, what: string): Transform {
+  const guard: Transform = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      timer.refresh();
+      done(null, chunk);
+    },
+    flush(done) {
+      clearTimeout(timer);
+      done();
+    },
+    destroy(err, done) {
+      clearTimeout(timer);
+      done(err);
+    },
+  });
+  const timer = setTimeout(() => guard.destroy(requestTimedOut(what, ms)), ms);
+  return guard;
+}
+
 /** One attempt: open at the part's length, append the rest, return the part's final length. */
 async function attemptOnce(
   ctx: FetchContext,
@@ -100,12 +126,16 @@ async function attemptOnce(
   if (opened.size !== undefined) ctx.progress.setFileSize(file.path, opened.size);
   ctx.progress.setFileBytes(file.path, offset);
   const hash = offset > 0 ? await hashFile(part) : createHash("sha256");
+  const what = `reading ${file.path}`;
   await pipeline(
     opened.body,
+    idleGuard(ctx.requestTimeoutMs, what),
     meter(ctx, file, hash, offset),
     createWriteStream(part, { flags: "a", highWaterMark: 1 << 20 }),
     { signal: ctx.signal },
-  );
+  ).catch((err: unknown) => {
+    throw isTimeout(err) ? requestTimedOut(what, ctx.requestTimeoutMs, err) : err;
+  });
   const size = (await sizeOf(part)) ?? 0;
   const expected = opened.size ?? file.size;
   if (expected !== undefined && size !== expected) {

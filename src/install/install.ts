@@ -34,6 +34,8 @@ const kindsByName: Record<string, ResourceKind> = {
 
 export interface InstallOptions {
   namespace?: string;
+  /** Grant the operator's namespaced rights in these namespaces only (RbacScope). */
+  watchNamespaces?: readonly string[];
   progress?: (line: string) => void;
   signal?: AbortSignal;
 }
@@ -51,7 +53,9 @@ async function waitEstablished(client: KubeClient, name: string, signal?: AbortS
 
 export async function install(client: KubeClient, options: InstallOptions = {}): Promise<KubeObject[]> {
   const applied: KubeObject[] = [];
-  const bundle = installManifests(options.namespace ?? defaultOperatorNamespace).flatMap((f) => f.objects);
+  const bundle = installManifests(options.namespace ?? defaultOperatorNamespace, {
+    ...(options.watchNamespaces ? { watchNamespaces: options.watchNamespaces } : {}),
+  }).flatMap((f) => f.objects);
   const crds = bundle.filter((o) => o.kind === "CustomResourceDefinition");
   // RBAC and namespace first, then CRDs, then objects of our kinds once served.
   const ordered = [

@@ -1,14 +1,15 @@
 /**
- * Everything `mlmodel install` applies, as objects: CRDs, built-in runtimes, and the
- * operator's least-privilege RBAC generated from the access table the controller declares.
+ * Everything `mlmodel install` applies, as objects: CRDs, built-in runtimes, the operator's
+ * least-privilege RBAC generated from the access table the controller declares (cluster-wide,
+ * or a Role per watched namespace), and the admission policies (policies.ts).
  * `node src/install/generate.ts` writes the same objects to deploy/.
  */
 import { allCrds } from "../api/crds.ts";
 import { type Access, leaderElectionAccess, operatorAccess } from "../operator/access.ts";
-import { uriSecretType } from "../operator/desired.ts";
 import { operatorName } from "../operator/names.ts";
 import type { KubeObject } from "../runtime/index.ts";
 import { builtinRuntimes } from "./builtin-runtimes.ts";
+import { admissionPolicyManifests, partOf } from "./policies.ts";
 
 export const defaultOperatorNamespace = "mlmodel-system";
 
@@ -34,56 +35,29 @@ export function rulesFor(access: readonly Access[]): PolicyRule[] {
     .sort((a, b) => (a.apiGroups[0]! + a.resources[0]).localeCompare(b.apiGroups[0]! + b.resources[0]));
 }
 
-const partOf = { "app.kubernetes.io/part-of": "mlmodel-operator" };
-
-export const secretPolicyName = `${operatorName}-secrets`;
-
-/** What the policy checks (the Helm chart reads it too, from a generated file). */
-export const secretPolicyValidations = [
-  {
-    expression: `object.type == '${uriSecretType}'`,
-    message: `the MLModel operator may create only Secrets of type ${uriSecretType} (model URIs)`,
-    reason: "Forbidden",
-  },
-];
-
-/**
- * RBAC cannot say which Secrets a subject may create, and a Secret of type
- * kubernetes.io/service-account-token names a ServiceAccount whose token the cluster then
- * writes into it. So the operator, which may create Secrets only to hold model URIs with
- * credentials in them (src/operator/mlmodel/syncers/uri-secret.ts), is held to that one type by this admission policy.
- */
-export function secretPolicyManifests(namespace = defaultOperatorNamespace): KubeObject[] {
-  const operator = `system:serviceaccount:${namespace}:${operatorName}`;
-  return [
-    {
-      apiVersion: "admissionregistration.k8s.io/v1",
-      kind: "ValidatingAdmissionPolicy",
-      metadata: { name: secretPolicyName, labels: partOf },
-      spec: {
-        failurePolicy: "Fail",
-        matchConstraints: {
-          resourceRules: [
-            { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["secrets"] },
-          ],
-        },
-        matchConditions: [
-          { name: "by-the-operator", expression: `request.userInfo.username == '${operator}'` },
-        ],
-        validations: secretPolicyValidations,
-      },
-    },
-    {
-      apiVersion: "admissionregistration.k8s.io/v1",
-      kind: "ValidatingAdmissionPolicyBinding",
-      metadata: { name: secretPolicyName, labels: partOf },
-      spec: { policyName: secretPolicyName, validationActions: ["Deny"] },
-    },
-  ];
+/** Where the operator may act: everywhere (one ClusterRole), or only in the watched namespaces. */
+export interface RbacScope {
+  /**
+   * Namespaces whose MLModels the operator manages (its --namespace flags); empty or absent:
+   * every namespace. When set, its namespaced rights are a Role in each of them, and only the
+   * cluster-scoped ones (ClusterServingRuntimes) stay cluster-wide.
+   */
+  watchNamespaces?: readonly string[];
 }
 
-export function rbacManifests(namespace = defaultOperatorNamespace): KubeObject[] {
+/** The operator's rights on namespaced kinds (a Role per watched namespace in a namespaced install). */
+export const namespacedAccess = (): Access[] => operatorAccess.filter((a) => a.kind.namespaced);
+/** Its rights on cluster-scoped kinds: the ClusterRole of a namespaced install. */
+export const clusterScopedAccess = (): Access[] => operatorAccess.filter((a) => !a.kind.namespaced);
+
+export function rbacManifests(namespace = defaultOperatorNamespace, scope: RbacScope = {}): KubeObject[] {
   const subject = { kind: "ServiceAccount", name: operatorName, namespace };
+  const watched = scope.watchNamespaces ?? [];
+  const inNamespace = (kind: "Role" | "RoleBinding", name: string, ns: string) => ({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind,
+    metadata: { name, namespace: ns, labels: partOf },
+  });
   return [
     {
       apiVersion: "v1",
@@ -98,7 +72,7 @@ export function rbacManifests(namespace = defaultOperatorNamespace): KubeObject[
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "ClusterRole",
       metadata: { name: operatorName, labels: partOf },
-      rules: rulesFor(operatorAccess),
+      rules: rulesFor(watched.length ? clusterScopedAccess() : operatorAccess),
     },
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
@@ -107,6 +81,14 @@ export function rbacManifests(namespace = defaultOperatorNamespace): KubeObject[
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: operatorName },
       subjects: [subject],
     },
+    ...watched.flatMap((ns) => [
+      { ...inNamespace("Role", operatorName, ns), rules: rulesFor(namespacedAccess()) },
+      {
+        ...inNamespace("RoleBinding", operatorName, ns),
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: operatorName },
+        subjects: [subject],
+      },
+    ]),
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "Role",
@@ -124,13 +106,14 @@ export function rbacManifests(namespace = defaultOperatorNamespace): KubeObject[
       },
       subjects: [subject],
     },
-    ...secretPolicyManifests(namespace),
+    ...admissionPolicyManifests(namespace),
   ];
 }
 
 /** The install bundle, grouped as the files under deploy/. */
 export function installManifests(
   namespace = defaultOperatorNamespace,
+  scope: RbacScope = {},
 ): { file: string; objects: KubeObject[] }[] {
   return [
     ...allCrds.map((crd) => ({
@@ -141,6 +124,6 @@ export function installManifests(
       file: `runtimes/${rt.metadata.name}.yaml`,
       objects: [rt as KubeObject],
     })),
-    { file: "rbac/operator.yaml", objects: rbacManifests(namespace) },
+    { file: "rbac/operator.yaml", objects: rbacManifests(namespace, scope) },
   ];
 }

@@ -18,16 +18,17 @@ export interface Access {
   why: string;
 }
 
-const read: AccessVerb[] = ["get", "list", "watch"];
+// Everything the operator reads comes from its caches (list and watch), never a GET.
+const read: AccessVerb[] = ["list", "watch"];
 // Server-side apply is a PATCH that may create; delete removes stale children.
-const own: AccessVerb[] = ["get", "list", "watch", "create", "patch", "delete"];
+const own: AccessVerb[] = ["list", "watch", "create", "patch", "delete"];
 
 export const operatorAccess: Access[] = [
   { kind: mlModelKind, verbs: read, why: "the primary kind" },
   {
     kind: mlModelKind,
     subresource: "status",
-    verbs: ["get", "patch"],
+    verbs: ["patch"],
     why: "writes status (server-side apply)",
   },
   { kind: servingRuntimeKind, verbs: read, why: "runtime selection" },
@@ -53,22 +54,25 @@ export const operatorAccess: Access[] = [
     verbs: read,
     why: "truthful status: readiness, crash loops, image pulls, scheduling (a canary's pods watched; the serving pods listed while their Deployment has not settled; a download Job's while it has no pod ready or failed)",
   },
-  // Create only: a model URI with credentials in it (a pre-signed URL, a SAS) is kept in a
-  // Secret of its revision, which the download Job reads (mlmodel/syncers/uri-secret.ts). Never patch, update
-  // or delete: the operator cannot change any Secret, not even its own (they are immutable and
-  // garbage-collected with their ControllerRevision); and the ValidatingAdmissionPolicy of the
-  // install (src/install/manifests.ts) refuses any Secret it creates but that one type.
+  // Listed and watched metadata only (mlmodel/caches.ts): the values are never sent to the
+  // operator, though RBAC cannot tell such a watch from one of whole Secrets. Create only: a model URI
+  // with credentials in it (a pre-signed URL, a SAS) is kept in a Secret of its revision, which
+  // the download Job reads (mlmodel/syncers/uri-secret.ts). Never get, patch, update or delete:
+  // the operator cannot change any Secret, not even its own (they are immutable and
+  // garbage-collected with their ControllerRevision); and the admission policies of the install
+  // (src/install/policies.ts) refuse any Secret it creates but that one type.
   {
     kind: builtinKinds.Secret,
     verbs: [...read, "create"],
-    why: "waits for a missing credentials Secret (values are dropped from the cache); creates the Secret holding a model URI that has credentials in it",
+    why: "knows whether a credentials Secret or a revision's URI Secret exists, and whose it is (a metadata-only watch: no value is cached); creates the Secret holding a model URI that has credentials in it",
   },
   { kind: builtinKinds.ConfigMap, verbs: read, why: "waits for a missing model config ConfigMap" },
   { kind: builtinKinds.Event, verbs: ["create", "patch"], why: "Events on status transitions" },
   // The download Job's own identity, applied (server-side apply: a PATCH that may create) when
   // a Job is created and garbage-collected with the MLModel; never read, listed or cached. The
   // Role grants only `patch` on its own model's mlmodels/status, which the operator holds
-  // itself (RBAC lets it create a Role or binding only with rights it has: no escalate/bind).
+  // itself (RBAC lets it create a Role or binding only with rights it has: no escalate/bind),
+  // and the install's admission policy pins all three to exactly that (src/install/policies.ts).
   { kind: builtinKinds.ServiceAccount, verbs: ["create", "patch"], why: "the download Job's identity" },
   {
     kind: builtinKinds.Role,

@@ -246,6 +246,9 @@ function downloadJobOf(plan: ServingPlan, owner: OwnerReference, config: Operato
     metadata: meta(plan, owner, source.jobName, "download"),
     spec: {
       backoffLimit: defaults.downloadBackoffLimit,
+      // The whole download, retries and pod restarts included: a store that keeps the
+      // downloader busy without progress cannot hold the model in Downloading for ever.
+      activeDeadlineSeconds: plan.spec.model.downloadDeadlineSeconds,
       // The downloader retries transient errors itself and exits 1 (failed) or 2 (bad flags)
       // only with a final verdict (written to its termination message), so either fails the Job
       // at once instead of after minutes of pod back-off; other exits (OOM kill, eviction) use

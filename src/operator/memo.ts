@@ -1,6 +1,6 @@
 /**
  * What every reconcile would otherwise work out again from unchanged inputs: the plan of a
- * model, its desired children, their hashes (bench/README.md, phase D). Every reconcile is
+ * model, its desired children, their hashes. Every reconcile is
  * level-based and recomputes everything; most of that work is serializing and hashing the same
  * objects again (`canonicalJson`, `shortHash`). A memo here answers only for inputs that
  * cannot have changed since: objects compared as data (`sameData`), or frozen objects, which

@@ -16,6 +16,7 @@ import { deepFreeze } from "../runtime/index.ts";
 import { keptInput, sameData } from "./memo.ts";
 import { childNames, shortHash } from "./names.ts";
 import type { ResolvedRuntime } from "./runtime-selection.ts";
+import { TtlMap } from "./ttl-map.ts";
 
 /** Settings of the operator process that shape children (flags of `mlmodel operator`). */
 export interface OperatorConfig {
@@ -48,8 +49,8 @@ export const defaults = {
    * How long a new claim may wait for its volume before the download pod's "unbound
    * PersistentVolumeClaims" is reported as a problem (status.ts, claimBinding): the scheduler
    * often sees the pod before the PV controller or a provisioner has bound the claim, and that
-   * can take minutes (a cloud disk; the PV controller bound 300 pre-made volumes in about 50 s
-   * under load, bench/README.md). Meanwhile status says the download waits for the volume.
+   * can take minutes (a cloud disk; the PV controller binding hundreds of pre-made volumes
+   * under load). Meanwhile status says the download waits for the volume.
    */
   claimBindingGraceSeconds: 300,
 } as const;
@@ -274,7 +275,9 @@ interface PlanInputs {
 }
 
 /** The last plans of the last `plannedModels` models, by uid, the most recently used last. */
-const plansByModel = new Map<string, { inputs: PlanInputs; plan: ServingPlan }[]>();
+const plansByModel = new TtlMap<string, { inputs: PlanInputs; plan: ServingPlan }[]>({
+  maxEntries: plannedModels,
+});
 
 /**
  * planModel, remembered: the same plan object for the same inputs (the model's name,
@@ -299,9 +302,7 @@ export function planned(model: MLModel, runtime: ResolvedRuntime, recorded?: Rec
     content: recorded?.content,
     uriSecret: recorded?.uriSecret,
   };
-  plansByModel.delete(uid); // re-inserted last: the map stays in order of use
   plansByModel.set(uid, [{ inputs, plan }, ...rest].slice(0, plansPerModel));
-  if (plansByModel.size > plannedModels) plansByModel.delete(plansByModel.keys().next().value!);
   return plan;
 }
 

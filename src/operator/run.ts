@@ -45,7 +45,7 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
       ? { servedPollIntervalMs: options.servedPollIntervalMs }
       : {}),
     reportingController: "serving.mlmodel.dev/operator",
-    // A burst of models leaves V8 holding pages it no longer needs (bench/README.md, phase H).
+    // A burst of models leaves V8 holding pages it no longer needs.
     reclaimHeapWhenQuiet: options.reclaimHeapWhenQuiet ?? true,
     ...(options.leaderElectionNamespace
       ? { leaderElection: { name: leaseName, namespace: options.leaderElectionNamespace } }

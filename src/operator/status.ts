@@ -196,7 +196,12 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
       .map((pod) => terminationMessage(pod, "download"))
       .find((m) => m !== undefined);
     const saidShown = said === undefined ? undefined : redactText(said);
-    const message = `download of ${plan.source.shownUri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${saidShown ?? end.message ?? "no message from the downloader"}`;
+    const deadline = plan.spec.model.downloadDeadlineSeconds;
+    // Stopped by activeDeadlineSeconds: the pod's last words are only a progress line.
+    const message =
+      end.reason === "DeadlineExceeded"
+        ? `download of ${plan.source.shownUri} did not finish within spec.model.downloadDeadlineSeconds (${deadline}s) and was stopped after ${attempts} attempt(s) (last: ${saidShown ?? "no message"}); raise spec.model.downloadDeadlineSeconds for a model that takes longer, or check the store`
+        : `download of ${plan.source.shownUri} failed after ${attempts} attempt(s) (${end.reason ?? "Failed"}): ${saidShown ?? end.message ?? "no message from the downloader"}`;
     set(p, "ModelDownloaded", false, "DownloadFailed", message);
     decide(p, "DownloadFailed", `${message}. Fix the cause (URI, credentials) and the download is retried`);
     return { job: jobName, jobState: "Failed", attempts };
@@ -470,8 +475,8 @@ export function operatorOwned(status: MLModelStatus | undefined): unknown {
  * A transition a person should hear about, as an Event: every change to a problem (a Warning),
  * and the change that ends one (Normal: what it became). The steps of a healthy rollout
  * (Downloading, Deploying, Serving) get none: status says each of them with its time
- * (conditions' lastTransitionTime, status.revision.history), and an Event per step cost every
- * model one to three API writes that said nothing more (issue 15, bench/README.md).
+ * (conditions' lastTransitionTime, status.revision.history), and an Event per step would cost
+ * every model one to three API writes that say nothing more.
  */
 export function transitionEvent(
   before: MLModelStatus | undefined,

@@ -40,6 +40,11 @@ export interface ListOptions {
    * (managed-fields.ts): for caches, which drop them anyway, and save parsing them.
    */
   withoutManagedFields?: boolean;
+  /**
+   * The Accept header (default application/json): e.g. metadata-only.ts asks for
+   * PartialObjectMetadata, the objects' metadata without their contents.
+   */
+  accept?: string;
 }
 
 export interface ListResult<T> {
@@ -69,6 +74,11 @@ export interface WatchOptions {
    * (managed-fields.ts): for caches, which drop them anyway, and save parsing them.
    */
   withoutManagedFields?: boolean;
+  /**
+   * The Accept header (default application/json): e.g. metadata-only.ts asks for
+   * PartialObjectMetadata, the objects' metadata without their contents.
+   */
+  accept?: string;
 }
 
 export interface ApplyOptions {
@@ -92,6 +102,15 @@ export interface DeleteOptions {
   preconditions?: { uid?: string; resourceVersion?: string };
   gracePeriodSeconds?: number;
   signal?: AbortSignal;
+}
+
+/** What a request carries besides its verb, method and path. */
+interface RequestParts {
+  query?: URLSearchParams;
+  body?: string;
+  contentType?: string;
+  accept?: string | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /** Thrown by a watch that received nothing for `inactivityTimeoutMs`. */
@@ -203,7 +222,7 @@ export class KubeClient {
       "list",
       "GET",
       collectionPath(kind, opts.namespace),
-      { query, signal: opts.signal },
+      { query, signal: opts.signal, accept: opts.accept },
       opts.withoutManagedFields ? listWithoutManagedFields : asIs,
     )) as {
       items?: T[];
@@ -344,6 +363,7 @@ export class KubeClient {
       const res = await this.#send("watch", "GET", collectionPath(kind, opts.namespace), {
         query,
         signal: local.signal,
+        accept: opts.accept,
       });
       inactivity.touch();
       opts.onOpen?.();
@@ -414,7 +434,7 @@ export class KubeClient {
     verb: Verb,
     method: string,
     path: string,
-    opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
+    opts: RequestParts,
     before: ((text: string) => string) | "discard",
   ): Promise<unknown> {
     const res = await this.#send(verb, method, path, opts);
@@ -423,16 +443,11 @@ export class KubeClient {
     return text ? JSON.parse(before(text)) : undefined;
   }
 
-  async #send(
-    verb: Verb,
-    method: string,
-    path: string,
-    opts: { query?: URLSearchParams; body?: string; contentType?: string; signal?: AbortSignal | undefined },
-  ): Promise<HttpResponse> {
+  async #send(verb: Verb, method: string, path: string, opts: RequestParts): Promise<HttpResponse> {
     const qs = opts.query?.toString();
     const headers: Record<string, string> = {
       ...(await this.#conn.headers()),
-      Accept: "application/json",
+      Accept: opts.accept ?? "application/json",
       "User-Agent": this.#userAgent,
     };
     if (opts.body !== undefined) headers["Content-Type"] = opts.contentType ?? "application/json";

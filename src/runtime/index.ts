@@ -80,6 +80,12 @@ export type { LeaderCallbacks, LeaderElectionOptions, Lease, LeaseClient, LeaseS
 export { kubeLeaseClient, LeaderElector, microTime } from "./leader.ts";
 export type { CacheOptions, ManagerOptions } from "./manager.ts";
 export { defaultKubeConfig, LeaderElectionLostError, Manager, shutdownSignal } from "./manager.ts";
+export {
+  asMetadataOf,
+  metadataListAccept,
+  metadataOnlySource,
+  metadataWatchAccept,
+} from "./metadata-only.ts";
 export type { ReconcileOutcome } from "./metrics.ts";
 export { RuntimeMetrics } from "./metrics.ts";
 export type { OptionalInformerOptions } from "./optional-informer.ts";
@@ -140,5 +146,6 @@ export {
   defaultUnreachableMaxMs,
   nextStateAfterError,
   retryDelay,
+  watchErrorLog,
   watcher,
 } from "./watcher.ts";

@@ -29,12 +29,14 @@ import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
 import { kubeConnection, loadKubeConfig } from "./kubeconfig.ts";
 import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
+import { metadataOnlySource } from "./metadata-only.ts";
 import { RuntimeMetrics } from "./metrics.ts";
 import { OptionalInformer } from "./optional-informer.ts";
 import { Reachability } from "./reachability.ts";
 import { closeServer, parseBindAddress, probe, serve } from "./server.ts";
 import { type IndexFunc, MultiStore, type Store } from "./store.ts";
 import { isDnsLabel, type KubeObject } from "./types.ts";
+import { watchErrorLog } from "./watcher.ts";
 
 export interface ManagerOptions {
   /**
@@ -88,6 +90,11 @@ export interface CacheOptions<T extends KubeObject = KubeObject> {
    * says false; controllers with such a source reconcile all their objects when it changes.
    */
   optional?: boolean;
+  /**
+   * Lists and watches metadata only (metadata-only.ts): the objects' contents (a Secret's
+   * values) never reach the process. Not with `optional`.
+   */
+  metadataOnly?: boolean;
 }
 
 export class LeaderElectionLostError extends Error {
@@ -108,6 +115,7 @@ interface CacheEntry {
   transform: Transform | undefined;
   labelSelector: string | undefined;
   keepManagedFields: boolean | undefined;
+  metadataOnly: boolean | undefined;
 }
 
 export class Manager {
@@ -416,6 +424,7 @@ export class Manager {
       differs("transform", opts.transform, existing.transform);
       differs("labelSelector", opts.labelSelector, existing.labelSelector);
       differs("keepManagedFields", opts.keepManagedFields, existing.keepManagedFields);
+      differs("metadataOnly", opts.metadataOnly, existing.metadataOnly);
       for (const [name, fn] of Object.entries(opts.indexes ?? {})) {
         for (const i of existing.informers) i.store.addIndex(name, fn);
       }
@@ -425,6 +434,8 @@ export class Manager {
     validateKind(kind);
     const namespaces = kind.namespaced && this.#opts.namespaces?.length ? this.#opts.namespaces : [undefined];
     const optional = opts.optional === true;
+    if (optional && opts.metadataOnly)
+      throw new Error(`the cache of ${id} cannot be both optional and metadataOnly`);
     const informers: CacheInformer[] = namespaces.map((namespace) => {
       const informerOpts = {
         scope: {
@@ -442,8 +453,10 @@ export class Manager {
           clock: this.#clock,
           reachability: this.reachability,
           onEvent: this.metrics.watchEventHook(id),
-          onError: (err: unknown, state: { kind: string }, retryInMs: number) =>
-            this.log.warn({ err, cache: id, state: state.kind, retryInMs }, "watch error; retrying"),
+          onError: (err: unknown, state: { kind: string }, retryInMs: number) => {
+            const { level, message } = watchErrorLog(err);
+            this.log[level]({ err, cache: id, state: state.kind, retryInMs }, message);
+          },
         },
       };
       return optional
@@ -453,7 +466,15 @@ export class Manager {
               ? { pollIntervalMs: this.#opts.servedPollIntervalMs }
               : {}),
           })
-        : new Informer(this.client, kind, informerOpts);
+        : new Informer(
+            opts.metadataOnly
+              ? metadataOnlySource(this.client, kind, informerOpts.scope, {
+                  keepManagedFields: opts.keepManagedFields === true,
+                })
+              : this.client,
+            kind,
+            informerOpts,
+          );
     });
     // Changes count as work for the heap reclaimer: it waits for caches that stopped changing.
     for (const informer of informers) informer.addHandler(() => this.#cacheChanges++);
@@ -467,6 +488,7 @@ export class Manager {
       transform: opts.transform,
       labelSelector: opts.labelSelector,
       keepManagedFields: opts.keepManagedFields,
+      metadataOnly: opts.metadataOnly,
     };
     this.#caches.set(id, entry);
     return entry;

@@ -218,6 +218,24 @@ export async function* watcher<T extends KubeObject>(
   }
 }
 
+/**
+ * How a watch error is worth logging. A 410 (the resourceVersion is older than the server's
+ * history: a routine expiry, followed by a relist) is debug; a watch gone silent (reconnected
+ * from where it was, nothing lost) and a 429 with Retry-After (the server says when to come
+ * back, e.g. "storage is (re)initializing" for a CRD just installed) are info; anything else
+ * (the server refused, failed or could not be reached) is a warning. Errors that go on are
+ * reported by the caches' health (/readyz) whatever their level.
+ */
+export function watchErrorLog(err: unknown): { level: "debug" | "info" | "warn"; message: string } {
+  if (err instanceof ApiError && err.code === 410)
+    return { level: "debug", message: "watch expired (410: too old resource version); relisting" };
+  if (err instanceof WatchInactivityError)
+    return { level: "info", message: "watch went silent; reconnecting" };
+  if (err instanceof ApiError && err.code === 429 && err.retryAfterSeconds !== undefined)
+    return { level: "info", message: "watch throttled (429); retrying when the server said" };
+  return { level: "warn", message: "watch error; retrying" };
+}
+
 /** Where to go after an error: 410 relists, everything else resumes where it was. */
 export function nextStateAfterError(state: WatcherState, err: unknown): WatcherState {
   if (err instanceof ApiError && err.code === 410) return { kind: "empty" };

@@ -170,7 +170,7 @@ export async function startPrivateCluster(name = "private"): Promise<PrivateClus
     async restartApiServer(downtimeMs = 0) {
       await restartComponent(dir, "kube-apiserver", { downtimeMs });
     },
-    compactEtcd: () => compactEtcd(state.etcdEndpoint),
+    compactEtcd: () => compactEtcd(dir),
     async stop() {
       await down(dir);
     },
@@ -178,16 +178,11 @@ export async function startPrivateCluster(name = "private"): Promise<PrivateClus
 }
 
 /**
- * Compacts etcd at its current revision, so that a watch or list from an older
- * resourceVersion gets 410 Gone. Returns the revision compacted at.
+ * Compacts the etcd of the cluster in `dir` at its current revision, so that a watch or list
+ * from an older resourceVersion gets 410 Gone. Returns the revision compacted at. etcd admits
+ * only the API server's client certificate, which this presents (src/cluster).
  */
-export async function compactEtcd(etcdEndpoint: string): Promise<number> {
-  const post = async (path: string, body: unknown) => {
-    const res = await fetch(`${etcdEndpoint}${path}`, { method: "POST", body: JSON.stringify(body) });
-    if (!res.ok) throw new Error(`etcd ${path}: HTTP ${res.status} ${await res.text()}`);
-    return (await res.json()) as { header: { revision: string } };
-  };
-  const revision = Number((await post("/v3/kv/range", { key: "AA==" })).header.revision);
-  await post("/v3/kv/compaction", { revision: String(revision), physical: true });
-  return revision;
+export async function compactEtcd(dir: string): Promise<number> {
+  const { compactEtcd: compact } = await import("../../src/cluster/cluster.ts");
+  return compact(dir);
 }

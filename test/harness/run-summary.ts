@@ -2,9 +2,12 @@
  * The runner's verdict on a test run, from the summary reporter's lines and node's exit status:
  * a run passes only when node exited 0, no test failed and none was cancelled. A cancelled test
  * did not run to its end (its `before` hook threw, its parent failed, or it timed out), so it
- * proves nothing and counts as a failure.
+ * proves nothing and counts as a failure. Files skipped for a prerequisite this machine cannot
+ * have are counted in the summary line and the verdict line, in capitals like a failure: a run
+ * that passed with tests left out must say so where a reader looks.
  */
 import { relative } from "node:path";
+import { requiredEnv } from "./prerequisites/engine.ts";
 import type { Counts, SummaryLine } from "./summary-reporter.ts";
 
 /** Carries the skipped files to test/harness/skipped.ts (JSON). */
@@ -22,6 +25,10 @@ export interface Verdict {
 
 function countsText(c: Counts): string {
   return `${c.passed} passed, ${c.failed} failed, ${c.cancelled} cancelled, ${c.skipped} skipped, ${c.todo} todo`;
+}
+
+function filesText(n: number): string {
+  return `${n} FILE${n === 1 ? "" : "S"}`;
 }
 
 export function parseSummaryLines(text: string): SummaryLine[] {
@@ -75,12 +82,14 @@ export function verdict(opts: {
     return { ok: false, lines: out };
   }
   const c = total.counts;
-  out.push(`# summary: ${countsText(c)} (${c.tests} tests)`);
+  const skipped = opts.skippedFiles.length;
+  const skippedNote = skipped > 0 ? `; ${filesText(skipped)} SKIPPED` : "";
+  out.push(`# summary: ${countsText(c)} (${c.tests} tests)${skippedNote}`);
   for (const line of opts.lines) {
     if (line.file === undefined) continue;
     out.push(`#   not passed: ${relative(opts.root, line.file)}: ${countsText(line.counts)}`);
   }
-  for (const s of opts.skippedFiles) out.push(`#   skipped file: ${s.file}: ${s.reason}`);
+  for (const s of opts.skippedFiles) out.push(`#   SKIPPED FILE: ${s.file}: ${s.reason}`);
   const notRun = opts.notRunFiles ?? [];
   for (const s of notRun) out.push(`#   NOT RUN: ${s.file}: ${s.reason}`);
   const problems: string[] = [];
@@ -90,8 +99,14 @@ export function verdict(opts: {
     problems.push(`${notRun.length} file(s) not run (a file that had to run and did not is a failure)`);
   if (problems.length === 0 && opts.exitStatus !== 0) problems.push(`node --test exited ${opts.exitStatus}`);
   if (problems.length > 0) {
-    out.push(`# FAILED: ${problems.join(", ")}`);
+    out.push(`# FAILED: ${problems.join(", ")}${skippedNote}`);
     return { ok: false, lines: out };
+  }
+  if (skipped > 0) {
+    out.push(
+      `# PASSED WITH ${filesText(skipped)} SKIPPED: their tests did not run on this machine (${requiredEnv}=NAME makes a missing prerequisite a failure)`,
+    );
+    return { ok: true, lines: out };
   }
   out.push("# PASSED");
   return { ok: true, lines: out };

@@ -39,6 +39,8 @@ Flags:
   --max-expansion N    refuse archives that unpack to more than N times their size (default ${defaultDownloadOptions.maxExpansionRatio})
   --no-extract         keep a .tar.gz/.tgz/.zip as it is
   --retries N          attempts per request for transient errors (default ${defaultDownloadOptions.retry.attempts})
+  --request-timeout S  seconds a server may keep silent, before its answer or inside a body (default ${defaultDownloadOptions.requestTimeoutMs / 1000})
+  --max-list-pages N   pages one listing may take before it is refused (default ${defaultDownloadOptions.maxListPages})
   --quiet              no progress lines on stderr
 
 Credentials, CA bundle, progress reporting and the termination log: see docs/downloader.md.`;
@@ -86,6 +88,8 @@ function parseFlags(argv: string[]) {
         "max-expansion": { type: "string" },
         "no-extract": { type: "boolean" },
         retries: { type: "string" },
+        "request-timeout": { type: "string" },
+        "max-list-pages": { type: "string" },
         quiet: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
@@ -192,6 +196,17 @@ async function runDownload(argv: string[]): Promise<number> {
       ),
       extract: flags["no-extract"] !== true,
       retry,
+      requestTimeoutMs:
+        parsePositiveInt(
+          "--request-timeout",
+          flags["request-timeout"],
+          defaultDownloadOptions.requestTimeoutMs / 1000,
+        ) * 1000,
+      maxListPages: parsePositiveInt(
+        "--max-list-pages",
+        flags["max-list-pages"],
+        defaultDownloadOptions.maxListPages,
+      ),
       env: process.env,
       signal: controller.signal,
       log,

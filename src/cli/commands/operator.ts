@@ -1,7 +1,5 @@
 /** `mlmodel operator`: runs the MLModel operator against a cluster until SIGINT/SIGTERM. */
-import { Writable } from "node:stream";
-import pino, { type Logger } from "pino";
-import { redactText } from "../../downloader/redact.ts";
+import type { Logger } from "pino";
 import { defaultConcurrency } from "../../operator/mlmodel/controller.ts";
 import { defaultOperatorConfig } from "../../operator/plan.ts";
 import { createOperator } from "../../operator/run.ts";
@@ -13,6 +11,7 @@ import {
   shutdownSignal,
 } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
+import { checkedLevel, humanLogger, jsonLogger } from "../log.ts";
 
 // node:util through getBuiltinModule, not `import`: an ES import of a built-in reads every
 // export, and node:util's lazy ones load internal modules the operator never uses (its diff,
@@ -38,13 +37,12 @@ Flags:
   --downloader-image IMAGE          image whose \`mlmodel download\` fills model storage
                                     (default ${defaultOperatorConfig.downloaderImage})
   --log-level LEVEL                 trace, debug, info, warn or error (default info)
-  --log-format FORMAT               json or text (default json)
+  --log-format FORMAT               json, or text: one short line per record for a terminal,
+                                    no stack trace for errors the operator handles (default json)
 
 Examples:
   mlmodel operator --kubeconfig ~/.kube/config --namespace models
   mlmodel operator --leader-elect --metrics-bind-address :8080 --log-format text`;
-
-const levels = ["trace", "debug", "info", "warn", "error"] as const;
 
 function parse(argv: string[]) {
   try {
@@ -70,59 +68,11 @@ function parse(argv: string[]) {
   }
 }
 
-/** One line per record: `time LEVEL msg key=value ...`, for a person at a terminal. */
-function textStream(): Writable {
-  const names: Record<number, string> = {
-    10: "TRACE",
-    20: "DEBUG",
-    30: "INFO",
-    40: "WARN",
-    50: "ERROR",
-    60: "FATAL",
-  };
-  return new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split("\n").filter(Boolean)) {
-        const {
-          time,
-          level,
-          msg,
-          pid: _pid,
-          hostname: _host,
-          ...rest
-        } = JSON.parse(line) as Record<string, unknown>;
-        const fields = Object.entries(rest)
-          .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
-          .join(" ");
-        process.stderr.write(
-          `${new Date(Number(time)).toISOString()} ${names[Number(level)] ?? level} ${msg ?? ""}${fields ? ` ${fields}` : ""}\n`,
-        );
-      }
-      done();
-    },
-  });
-}
-
 export function loggerFor(level: string, format: string): Logger {
-  if (!(levels as readonly string[]).includes(level)) {
-    throw new CliError(`--log-level "${level}" is not one of ${levels.join(", ")}`, 2);
-  }
+  checkedLevel(level, "--log-level");
   if (format !== "json" && format !== "text")
     throw new CliError(`--log-format "${format}" must be json or text`, 2);
-  const out = format === "json" ? pino.destination(1) : textStream();
-  return pino({ level }, redacting(out));
-}
-
-/**
- * Log lines leave with every URI in them redacted (redactText): a model URI may be a
- * pre-signed URL, and an error the API server or a library returns may quote one.
- */
-export function redacting(out: { write(line: string): unknown }): { write(line: string): void } {
-  return {
-    write: (line) => {
-      out.write(redactText(line));
-    },
-  };
+  return format === "json" ? jsonLogger(level) : humanLogger(level);
 }
 
 /**

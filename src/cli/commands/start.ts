@@ -9,7 +9,6 @@
  * pods, and the curl command that returns its prediction is printed.
  */
 import { KubeConfig } from "@kubernetes/client-node";
-import pino from "pino";
 import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { status as clusterStatus, defaultClusterDir, kubeconfigPath, up } from "../../cluster/index.ts";
@@ -19,6 +18,7 @@ import { childNames } from "../../operator/names.ts";
 import { createOperator } from "../../operator/run.ts";
 import { builtinKinds, type KubeClient, type KubeObject, shutdownSignal } from "../../runtime/index.ts";
 import { CliError } from "../errors.ts";
+import { checkedLevel, humanLogger } from "../log.ts";
 import { parseCommandLine } from "../views/session.ts";
 import { cliClient, loadKubeConfig } from "./kubeconfig-flag.ts";
 import {
@@ -216,7 +216,8 @@ export async function run(argv: string[]): Promise<number> {
 
   const operator = await createOperator({
     kubeConfig: kc,
-    logger: pino({ level: "warn" }),
+    // Short human lines among this command's own output; LOG_LEVEL=info or debug shows more.
+    logger: humanLogger(checkedLevel(process.env.LOG_LEVEL ?? "warn", "LOG_LEVEL")),
     // The image the node has: the one built here (it is also the operator's default).
     ...(realNode ? { downloaderImage: recipeFor("mlmodel").ref } : {}),
   });

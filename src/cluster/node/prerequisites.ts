@@ -10,14 +10,15 @@ import { join } from "node:path";
 import { type Asker, aptInstall, PrerequisiteError, thisProcess } from "../apt.ts";
 import {
   ensureNodeBinaries,
+  entriesDir,
   inspectEntry,
   type NodeBinaryPaths,
   nodeBinariesAvailable,
   nodeBinaryNames,
+  nodeCacheProblem,
   nodeRecipes,
   type ProgressFn,
 } from "../binaries.ts";
-import { binaryCacheDir } from "../paths.ts";
 import { listMounts } from "./host.ts";
 import { cachedBusybox, ensureNodeImages, type NodeImages } from "./images.ts";
 
@@ -63,16 +64,32 @@ export function missingRequirements(): Requirement[] {
   return requirements.filter((r) => !found(r.path));
 }
 
+/** What kind of machine this is, as far as hosting a real node goes before any kernel feature. */
+export interface MachineKind {
+  platform: string;
+  arch: string;
+  uid: number | undefined;
+}
+
+export const thisMachine = (): MachineKind => ({
+  platform: process.platform,
+  arch: process.arch,
+  uid: process.getuid?.(),
+});
+
+/** Why a machine of this kind can never host the real node (not Linux, not root), or undefined. */
+export function machineKindProblem(machine: Pick<MachineKind, "platform" | "uid">): string | undefined {
+  if (machine.platform !== "linux") return `the real node needs Linux (this is ${machine.platform})`;
+  if (machine.uid !== 0)
+    return "the real node needs root (kubelet, containerd and runc create cgroups, mounts, network namespaces and iptables rules); run as root";
+  return undefined;
+}
+
 /** Kernel and privilege checks that no package can fix; each failure is a sentence. */
 export async function kernelProblems(asker: Asker = thisProcess()): Promise<string[]> {
   const problems: string[] = [];
-  if (process.platform !== "linux") return [`the real node needs Linux (this is ${process.platform})`];
-  if (asker.uid !== 0) {
-    problems.push(
-      "the real node needs root (kubelet, containerd and runc create cgroups, mounts, network namespaces and iptables rules); run as root",
-    );
-    return problems;
-  }
+  const kindProblem = machineKindProblem({ platform: process.platform, uid: asker.uid });
+  if (kindProblem) return [kindProblem];
   const filesystems = await readFile("/proc/filesystems", "utf8").catch(() => "");
   if (!/\toverlay$/m.test(filesystems))
     problems.push(
@@ -141,8 +158,10 @@ export async function realNodePrerequisitesMissing(): Promise<string | undefined
     return `missing ${missing.map((r) => r.path).join(", ")} (Debian packages ${[...new Set(missing.map((r) => r.pkg))].join(" ")})`;
   const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
   if (!userDir || !nodeBinaryNames.every((name) => existsSync(join(userDir, name)))) {
+    const cacheProblem = await nodeCacheProblem();
+    if (cacheProblem) return cacheProblem;
     for (const recipe of nodeRecipes()) {
-      const entry = await inspectEntry(join(binaryCacheDir(), "controlplane", recipe.key), recipe);
+      const entry = await inspectEntry(join(entriesDir(), recipe.key), recipe);
       if (entry.state !== "ok") return `${recipe.key} is not built yet (cold: ${recipe.coldBuild})`;
     }
   }

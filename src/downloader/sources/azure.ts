@@ -15,33 +15,67 @@ import {
 } from "@azure/storage-blob";
 import { credentialNames } from "../contract.ts";
 import type { Credentials } from "../credentials.ts";
-import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
+import { DownloadError, errorForStatus, isTimeout, requestTimedOut, toDownloadError } from "../errors.ts";
 import { safeRelativePath } from "../paths.ts";
-import { type OpenedBody, parseContentRange, type RemoteFile, type Source } from "./source.ts";
+import {
+  type OpenedBody,
+  PageBound,
+  parseContentRange,
+  type RemoteFile,
+  type Source,
+  type SourceLimits,
+} from "./source.ts";
 
 const names = credentialNames.azure;
 
 // Our retry loop decides what is transient and resumes mid-blob; the SDK's own would restart.
 const pipelineOptions: StoragePipelineOptions = { retryOptions: { maxTries: 1 } };
 
-function serviceClient(account: string, creds: Credentials): BlobServiceClient {
-  const client = plainServiceClient(account, creds);
-  const ca = creds.caCertificates();
-  if (!ca) return client;
-  // The SDK's HTTP client has no CA option, but honours an agent set on the request: a request
-  // policy gives every https request one that trusts the system roots plus the bundle.
-  const agent = new https.Agent({ keepAlive: true, ca });
-  const trustBundle: RequestPolicyFactory = {
+/**
+ * Bounds each request until its answer starts (the SDK's retry option tryTimeoutInMs only asks
+ * the service for a server-side timeout, which a silent server ignores): the SDK's HTTP client
+ * aborts a request at its `timeout`, and this policy tells that abort from the caller's. A body
+ * that stops is bounded by the download's idle guard (fetch-file.ts).
+ */
+function requestTimeoutPolicy(timeoutMs: number): RequestPolicyFactory {
+  return {
     create: (next) => ({
-      sendRequest: (request) => {
-        if (request.url.startsWith("https:")) request.agent = agent;
-        return next.sendRequest(request);
+      sendRequest: async (request) => {
+        request.timeout = timeoutMs;
+        try {
+          return await next.sendRequest(request);
+        } catch (err) {
+          if ((err as Error)?.name !== "AbortError" || request.abortSignal?.aborted) throw err;
+          throw Object.assign(new Error(`no answer within ${timeoutMs} ms`), {
+            name: "TimeoutError",
+            cause: err,
+          });
+        }
       },
     }),
   };
-  // Same URL (SAS included) and credential (shared key or anonymous), one more policy.
+}
+
+function serviceClient(account: string, creds: Credentials, limits: SourceLimits): BlobServiceClient {
+  const client = plainServiceClient(account, creds);
+  const policies = [requestTimeoutPolicy(limits.requestTimeoutMs)];
+  const ca = creds.caCertificates();
+  if (ca) {
+    // The SDK's HTTP client has no CA option, but honours an agent set on the request: a
+    // request policy gives every https request one that trusts the system roots plus the bundle.
+    const agent = new https.Agent({ keepAlive: true, ca });
+    policies.push({
+      create: (next) => ({
+        sendRequest: (request) => {
+          if (request.url.startsWith("https:")) request.agent = agent;
+          return next.sendRequest(request);
+        },
+      }),
+    });
+  }
+  // Same URL (SAS included) and credential (shared key or anonymous), our policies added.
   const credential = client.credential as StorageSharedKeyCredential | AnonymousCredential;
-  return new BlobServiceClient(client.url, new Pipeline([credential, trustBundle], pipelineOptions));
+  return new BlobServiceClient(client.url, new Pipeline([credential, ...policies], pipelineOptions));
 }
 
 function plainServiceClient(account: string, creds: Credentials): BlobServiceClient {
@@ -65,8 +99,16 @@ export class AzureSource implements Source {
   private readonly prefix: string;
   private readonly hint: string;
   private readonly where: string;
-  constructor(loc: { account: string; container: string; prefix: string }, creds: Credentials) {
-    this.container = serviceClient(loc.account, creds).getContainerClient(loc.container);
+  private readonly timeoutMs: number;
+  private readonly maxListPages: number;
+  constructor(
+    loc: { account: string; container: string; prefix: string },
+    creds: Credentials,
+    limits: SourceLimits,
+  ) {
+    this.maxListPages = limits.maxListPages;
+    this.container = serviceClient(loc.account, creds, limits).getContainerClient(loc.container);
+    this.timeoutMs = limits.requestTimeoutMs;
     this.prefix = loc.prefix;
     this.where = `${loc.account}/${loc.container}`;
     this.hint = creds.secretHint(`${names.connectionString} or ${names.sasToken}`);
@@ -74,6 +116,7 @@ export class AzureSource implements Source {
 
   private mapError(err: unknown, what: string): DownloadError {
     const e = err as RestError;
+    if (isTimeout(err)) return requestTimedOut(what, this.timeoutMs, err);
     if (e?.statusCode === undefined) return toDownloadError(err, this.hint);
     if (e.code === "ContainerNotFound") {
       return new DownloadError("NotFound", `container ${this.where} does not exist`, {
@@ -89,23 +132,32 @@ export class AzureSource implements Source {
     const dirPrefix = this.prefix === "" || this.prefix.endsWith("/") ? this.prefix : `${this.prefix}/`;
     try {
       // One listing by the bare prefix finds both the blob named exactly so and those under "prefix/".
-      for await (const blob of this.container.listBlobsFlat({ prefix: this.prefix, abortSignal: signal })) {
-        const size = blob.properties.contentLength ?? 0;
-        if (exact && blob.name === this.prefix) {
-          return [
-            {
-              path: safeRelativePath(blob.name.slice(blob.name.lastIndexOf("/") + 1), "object"),
-              size,
-              ref: blob.name,
-            },
-          ];
+      const pages = new PageBound(
+        `azblob://${this.where}/${this.prefix}`,
+        this.maxListPages,
+        names.blobEndpoint,
+      );
+      const listing = this.container.listBlobsFlat({ prefix: this.prefix, abortSignal: signal }).byPage();
+      for await (const page of listing) {
+        for (const blob of page.segment.blobItems) {
+          const size = blob.properties.contentLength ?? 0;
+          if (exact && blob.name === this.prefix) {
+            return [
+              {
+                path: safeRelativePath(blob.name.slice(blob.name.lastIndexOf("/") + 1), "object"),
+                size,
+                ref: blob.name,
+              },
+            ];
+          }
+          if (!blob.name.startsWith(dirPrefix) || blob.name.endsWith("/")) continue;
+          files.push({
+            path: safeRelativePath(blob.name.slice(dirPrefix.length), "object"),
+            size,
+            ref: blob.name,
+          });
         }
-        if (!blob.name.startsWith(dirPrefix) || blob.name.endsWith("/")) continue;
-        files.push({
-          path: safeRelativePath(blob.name.slice(dirPrefix.length), "object"),
-          size,
-          ref: blob.name,
-        });
+        if (page.continuationToken) pages.next(page.continuationToken);
       }
     } catch (err) {
       throw this.mapError(err, `list ${this.where}/${this.prefix}`);

@@ -9,7 +9,14 @@ import type { Credentials } from "../credentials.ts";
 import { DownloadError } from "../errors.ts";
 import { safeRelativePath } from "../paths.ts";
 import { HttpClient } from "./http-client.ts";
-import { type OpenedBody, type RemoteFile, relativePath, type Source } from "./source.ts";
+import {
+  type OpenedBody,
+  PageBound,
+  type RemoteFile,
+  relativePath,
+  type Source,
+  type SourceLimits,
+} from "./source.ts";
 
 const names = credentialNames.gs;
 const readOnlyScope = "https://www.googleapis.com/auth/devstorage.read_only";
@@ -49,12 +56,21 @@ export function signedAssertion(key: ServiceAccountKey, tokenUri: string, nowSec
 function loadKey(creds: Credentials): { key: ServiceAccountKey; path: string } | undefined {
   const path = creds.env[names.applicationCredentials] || creds.filePath(names.serviceAccountFile);
   if (!path) return undefined;
-  let key: Partial<ServiceAccountKey>;
+  let text: string;
   try {
-    key = JSON.parse(readFileSync(path, "utf8")) as Partial<ServiceAccountKey>;
+    text = readFileSync(path, "utf8");
   } catch (err) {
     throw new DownloadError("InvalidArgument", `service-account key ${path}: ${(err as Error).message}`, {
       hint: creds.secretHint(names.serviceAccountFile),
+    });
+  }
+  let key: Partial<ServiceAccountKey>;
+  try {
+    key = JSON.parse(text) as Partial<ServiceAccountKey>;
+  } catch {
+    // JSON.parse quotes the start of what it could not read: that may be the key itself.
+    throw new DownloadError("InvalidArgument", `service-account key ${path} is not JSON`, {
+      hint: `${creds.secretHint(names.serviceAccountFile)}: it must hold the JSON key file of a service account (type service_account), as downloaded`,
     });
   }
   if (typeof key.client_email !== "string" || typeof key.private_key !== "string") {
@@ -82,14 +98,10 @@ class TokenSource {
     const now = Date.now();
     if (!this.token || this.token.expiresAt - 60_000 < now) {
       const tokenUri = this.key.token_uri ?? "https://oauth2.googleapis.com/token";
-      const res = await this.client.postForm<{ access_token: string; expires_in?: number }>(
-        tokenUri,
-        {
-          grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer",
-          assertion: signedAssertion(this.key, tokenUri, Math.floor(now / 1000)),
-        },
-        AbortSignal.timeout(30_000),
-      );
+      const res = await this.client.postForm<{ access_token: string; expires_in?: number }>(tokenUri, {
+        grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        assertion: signedAssertion(this.key, tokenUri, Math.floor(now / 1000)),
+      });
       this.token = { value: res.access_token, expiresAt: now + (res.expires_in ?? 3600) * 1000 };
     }
     return { authorization: `Bearer ${this.token.value}` };
@@ -108,13 +120,17 @@ export class GcsSource implements Source {
   private readonly base: string;
   private readonly bucket: string;
   private readonly key: string;
-  constructor(loc: { bucket: string; key: string }, creds: Credentials) {
+  private readonly maxListPages: number;
+  constructor(loc: { bucket: string; key: string }, creds: Credentials, limits: SourceLimits) {
+    this.maxListPages = limits.maxListPages;
     this.bucket = loc.bucket;
     this.key = loc.key;
     this.base = apiBase(creds);
     const ca = creds.caCertificates();
     const sa = loadKey(creds);
     const common = {
+      credentialOrigin: this.base,
+      requestTimeoutMs: limits.requestTimeoutMs,
       authHint: creds.secretHint(`${names.serviceAccountFile} (the service account's access)`),
       ...(ca ? { ca } : {}),
     };
@@ -137,6 +153,7 @@ export class GcsSource implements Source {
     }
     const prefix = this.key === "" || this.key.endsWith("/") ? this.key : `${this.key}/`;
     const files: RemoteFile[] = [];
+    const pages = new PageBound(`gs://${this.bucket}/${prefix}`, this.maxListPages, names.emulatorHost);
     let pageToken: string | undefined;
     do {
       const q = new URLSearchParams({ prefix, fields: "items(name,size,generation),nextPageToken" });
@@ -148,6 +165,7 @@ export class GcsSource implements Source {
       );
       for (const o of data.items ?? []) if (!o.name.endsWith("/")) files.push(this.toFile(o, prefix));
       pageToken = data.nextPageToken;
+      if (pageToken) pages.next(pageToken);
     } while (pageToken);
     return files;
   }

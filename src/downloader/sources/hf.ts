@@ -1,13 +1,20 @@
 // hf://org/repo[@revision][/path] over the Hugging Face hub's HTTP API, as huggingface_hub uses
 // it: the revision is pinned to a commit first (GET /api/models/{repo}/revision/{rev}), the
 // files are listed from that commit's tree, and each is read from /{repo}/resolve/{sha}/{path}
-// (which may redirect to a CDN; undici drops the token on a cross-origin hop).
+// (which may redirect to a CDN). The token goes to HF_ENDPOINT's origin only.
 import { credentialNames } from "../contract.ts";
 import type { Credentials } from "../credentials.ts";
 import { DownloadError } from "../errors.ts";
 import { safeRelativePath } from "../paths.ts";
 import { HttpClient } from "./http-client.ts";
-import { type OpenedBody, type RemoteFile, relativePath, type Source } from "./source.ts";
+import {
+  type OpenedBody,
+  PageBound,
+  type RemoteFile,
+  relativePath,
+  type Source,
+  type SourceLimits,
+} from "./source.ts";
 
 const names = credentialNames.hf;
 
@@ -34,7 +41,13 @@ export class HfSource implements Source {
   private readonly repo: string;
   private readonly revision: string;
   private readonly path: string;
-  constructor(loc: { repo: string; revision: string; path: string }, creds: Credentials) {
+  private readonly maxListPages: number;
+  constructor(
+    loc: { repo: string; revision: string; path: string },
+    creds: Credentials,
+    limits: SourceLimits,
+  ) {
+    this.maxListPages = limits.maxListPages;
     this.repo = loc.repo;
     this.revision = loc.revision;
     this.path = loc.path.replace(/\/$/, "");
@@ -42,6 +55,9 @@ export class HfSource implements Source {
     const token = creds.get(names.token);
     const ca = creds.caCertificates();
     this.client = new HttpClient({
+      // A next-page Link or a /resolve/ redirect to another origin (a CDN) gets no token.
+      credentialOrigin: this.endpoint,
+      requestTimeoutMs: limits.requestTimeoutMs,
       authHint: creds.secretHint(`${names.token} (a token with read access to ${loc.repo})`),
       ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}),
       ...(ca ? { ca } : {}),
@@ -63,6 +79,7 @@ export class HfSource implements Source {
     const sha = await this.commitSha(signal);
     const files: RemoteFile[] = [];
     const under = this.path ? `/${encodePath(this.path)}` : "";
+    const pages = new PageBound(`hf://${this.repo}@${sha}${under}`, this.maxListPages, names.endpoint);
     let url: string | undefined =
       `${this.endpoint}/api/models/${this.repo}/tree/${sha}${under}?recursive=true`;
     while (url) {
@@ -75,6 +92,7 @@ export class HfSource implements Source {
       }
       const next = nextLink(headers.link);
       url = next ? new URL(next, this.endpoint).href : undefined;
+      if (url) pages.next(url);
     }
     return files;
   }

@@ -1,43 +1,70 @@
 // One HTTP client for the stores spoken to over plain HTTP (https URLs, the HF hub, the GCS JSON
-// API): undici with the configured CA bundle, redirects followed (credentials are dropped on a
-// cross-origin hop by undici), ranged GETs and error mapping.
+// API): undici with the configured CA bundle, redirects followed, ranged GETs and error mapping.
+// Credentials (configured headers, a bearer token, an OAuth token) go only to the origin they
+// were configured for: a redirect or a next-page link to another origin is followed without them.
 import type { Readable } from "node:stream";
-import { Agent, type Dispatcher, interceptors, request } from "undici";
-import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
+import { Agent, type Dispatcher, request } from "undici";
+import { DownloadError, errorForStatus, isTimeout, requestTimedOut, toDownloadError } from "../errors.ts";
 import { redactUri } from "../redact.ts";
 import { type OpenedBody, parseContentRange } from "./source.ts";
 
 export interface HttpClientOptions {
   ca?: string[];
-  /** Headers sent with every request (auth). */
+  /** Headers sent with every request to credentialOrigin (auth). */
   headers?: Record<string, string>;
-  /** Headers computed per request (a short-lived OAuth token). */
+  /** Headers computed per request to credentialOrigin (a short-lived OAuth token). */
   dynamicHeaders?: () => Promise<Record<string, string>>;
+  /** The only origin (`https://host:port`) that receives `headers` and `dynamicHeaders`. */
+  credentialOrigin: string;
   /** Hint for 401/403, e.g. "check HF_TOKEN in Secret x". */
   authHint: string;
+  /** How long a server may keep silent: before the response headers, and between body bytes. */
+  requestTimeoutMs: number;
+}
+
+const maxRedirects = 10;
+const redirectStatuses = new Set([301, 302, 303, 307, 308]);
+const userAgent = { "user-agent": "mlmodel-downloader" };
+
+/** The origin of a URL (scheme, host, port), or undefined for a string that is not one. */
+function originOf(url: string): string | undefined {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
 }
 
 export class HttpClient {
   readonly dispatcher: Dispatcher;
-  readonly headers: Record<string, string>;
   readonly authHint: string;
+  private readonly headers: Record<string, string>;
+  private readonly credentialOrigin: string | undefined;
   private readonly dynamicHeaders: (() => Promise<Record<string, string>>) | undefined;
+  private readonly timeoutMs: number;
   constructor(opts: HttpClientOptions) {
-    const agent = new Agent({
+    this.timeoutMs = opts.requestTimeoutMs;
+    // A stalled server fails the attempt (and it is retried) instead of hanging the Job.
+    this.dispatcher = new Agent({
       connect: opts.ca ? { ca: opts.ca } : {},
-      // A stalled server fails the attempt (and it is retried) instead of hanging the Job.
-      headersTimeout: 60_000,
-      bodyTimeout: 60_000,
+      headersTimeout: opts.requestTimeoutMs,
+      bodyTimeout: opts.requestTimeoutMs,
     });
-    this.dispatcher = agent.compose(interceptors.redirect({ maxRedirections: 10 }));
-    this.headers = { "user-agent": "mlmodel-downloader", ...opts.headers };
+    this.headers = opts.headers ?? {};
+    this.credentialOrigin = originOf(opts.credentialOrigin);
     this.authHint = opts.authHint;
     this.dynamicHeaders = opts.dynamicHeaders;
   }
 
   async getJson<T>(url: string, signal: AbortSignal): Promise<{ data: T; headers: Record<string, unknown> }> {
     const res = await this.send(url, {}, signal);
-    return { data: (await res.body.json()) as T, headers: res.headers };
+    try {
+      return { data: (await res.body.json()) as T, headers: res.headers };
+    } catch (err) {
+      throw isTimeout(err)
+        ? requestTimedOut(`GET ${redactUri(url)}`, this.timeoutMs, err)
+        : toDownloadError(err);
+    }
   }
 
   /**
@@ -65,18 +92,20 @@ export class HttpClient {
   }
 
   /** POSTs a form (an OAuth token request) and returns the JSON answer. */
-  async postForm<T>(url: string, form: Record<string, string>, signal: AbortSignal): Promise<T> {
+  async postForm<T>(url: string, form: Record<string, string>, signal?: AbortSignal): Promise<T> {
     let res: Dispatcher.ResponseData;
     try {
       res = await request(url, {
         dispatcher: this.dispatcher,
         method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded", "user-agent": "mlmodel-downloader" },
+        headers: { "content-type": "application/x-www-form-urlencoded", ...userAgent },
         body: new URLSearchParams(form).toString(),
-        signal,
+        ...(signal ? { signal } : {}),
       });
     } catch (err) {
-      throw toDownloadError(err);
+      throw isTimeout(err)
+        ? requestTimedOut(`POST ${redactUri(url)}`, this.timeoutMs, err)
+        : toDownloadError(err);
     }
     if (res.statusCode >= 300) {
       const text = await res.body.text();
@@ -89,24 +118,57 @@ export class HttpClient {
     await this.dispatcher.close();
   }
 
+  /** The configured and the computed credential headers. */
+  private async credentials(): Promise<Record<string, string>> {
+    const dynamic = this.dynamicHeaders ? await this.dynamicHeaders() : {};
+    return { ...this.headers, ...dynamic };
+  }
+
+  /**
+   * GETs `url`, following redirects itself: a hop to another origin drops the credentials for
+   * the rest of the chain (undici's own redirects drop only Authorization and Cookie, and would
+   * pass a configured X-Api-Key on).
+   */
   private async send(url: string, extra: Record<string, string>, signal: AbortSignal, ranged = false) {
-    let res: Dispatcher.ResponseData;
-    try {
-      const dynamic = this.dynamicHeaders ? await this.dynamicHeaders() : {};
-      res = await request(url, {
-        dispatcher: this.dispatcher,
-        headers: { ...this.headers, ...dynamic, ...extra },
-        signal,
-      });
-    } catch (err) {
-      throw toDownloadError(err);
+    let at = url;
+    let trusted = true;
+    for (let hop = 0; ; hop++) {
+      trusted &&= this.credentialOrigin !== undefined && originOf(at) === this.credentialOrigin;
+      const credentials = trusted ? await this.credentials() : {};
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await request(at, {
+          dispatcher: this.dispatcher,
+          headers: { ...userAgent, ...credentials, ...extra },
+          signal,
+        });
+      } catch (err) {
+        throw isTimeout(err)
+          ? requestTimedOut(`GET ${redactUri(url)}`, this.timeoutMs, err)
+          : toDownloadError(err);
+      }
+      const location = redirectStatuses.has(res.statusCode) ? header(res, "location") : undefined;
+      if (location !== undefined) {
+        await res.body.dump();
+        if (hop >= maxRedirects) {
+          throw new DownloadError(
+            "ServerError",
+            `GET ${redactUri(url)}: more than ${maxRedirects} redirects`,
+            {
+              hint: "check the URI: the server keeps redirecting",
+            },
+          );
+        }
+        at = new URL(location, at).href;
+        continue;
+      }
+      if (ranged && res.statusCode === 416) return res;
+      if (res.statusCode >= 300) {
+        await res.body.dump();
+        throw errorForStatus(res.statusCode, `GET ${redactUri(url)}`, this.authHint);
+      }
+      return res;
     }
-    if (ranged && res.statusCode === 416) return res;
-    if (res.statusCode >= 300) {
-      await res.body.dump();
-      throw errorForStatus(res.statusCode, `GET ${redactUri(url)}`, this.authHint);
-    }
-    return res;
   }
 }
 

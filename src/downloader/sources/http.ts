@@ -4,11 +4,14 @@ import type { Credentials } from "../credentials.ts";
 import { DownloadError } from "../errors.ts";
 import { safeRelativePath } from "../paths.ts";
 import { HttpClient } from "./http-client.ts";
-import type { OpenedBody, RemoteFile, Source } from "./source.ts";
+import type { OpenedBody, RemoteFile, Source, SourceLimits } from "./source.ts";
 
 const names = credentialNames.http;
 
-/** Parses `Name: value` lines into headers, naming the bad line on error. */
+/**
+ * Parses `Name: value` lines into headers. A bad line is named by its number and what is wrong
+ * with it, never shown: its value is a credential, and the error reaches the MLModel's status.
+ */
 export function parseHeaderLines(text: string): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [i, raw] of text.split("\n").entries()) {
@@ -17,8 +20,14 @@ export function parseHeaderLines(text: string): Record<string, string> {
     const colon = line.indexOf(":");
     const name = colon > 0 ? line.slice(0, colon).trim() : "";
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
-      throw new DownloadError("InvalidArgument", `${names.headers} line ${i + 1} "${line}" is not a header`, {
-        hint: 'expected one "Name: value" per line',
+      const wrong =
+        colon < 0
+          ? 'it has no "Name:" before its value'
+          : colon === 0
+            ? 'it starts with ":" (no header name)'
+            : 'its name before the first ":" holds a character a header name cannot (a space, a quote, a bracket)';
+      throw new DownloadError("InvalidArgument", `${names.headers} line ${i + 1} is not a header: ${wrong}`, {
+        hint: `expected one "Name: value" per line, e.g. "X-Api-Key: <key>" (the line is not shown: it may hold a secret)`,
       });
     }
     headers[name.toLowerCase()] = line.slice(colon + 1).trim();
@@ -29,7 +38,7 @@ export function parseHeaderLines(text: string): Record<string, string> {
 export class HttpSource implements Source {
   private readonly url: URL;
   private readonly client: HttpClient;
-  constructor(url: URL, creds: Credentials) {
+  constructor(url: URL, creds: Credentials, limits: SourceLimits) {
     this.url = url;
     const headers = parseHeaderLines(creds.get(names.headers) ?? "");
     const token = creds.get(names.bearerToken);
@@ -37,6 +46,8 @@ export class HttpSource implements Source {
     const ca = creds.caCertificates();
     this.client = new HttpClient({
       headers,
+      credentialOrigin: url.origin,
+      requestTimeoutMs: limits.requestTimeoutMs,
       authHint: creds.secretHint(`${names.bearerToken} or ${names.headers}`),
       ...(ca ? { ca } : {}),
     });

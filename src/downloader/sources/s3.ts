@@ -11,13 +11,21 @@ import {
 } from "@aws-sdk/client-s3";
 import { credentialNames } from "../contract.ts";
 import type { Credentials } from "../credentials.ts";
-import { DownloadError, errorForStatus, toDownloadError } from "../errors.ts";
+import { DownloadError, errorForStatus, isTimeout, requestTimedOut, toDownloadError } from "../errors.ts";
 import { safeRelativePath } from "../paths.ts";
-import { type OpenedBody, parseContentRange, type RemoteFile, relativePath, type Source } from "./source.ts";
+import {
+  type OpenedBody,
+  PageBound,
+  parseContentRange,
+  type RemoteFile,
+  relativePath,
+  type Source,
+  type SourceLimits,
+} from "./source.ts";
 
 const names = credentialNames.s3;
 
-function clientConfig(creds: Credentials): S3ClientConfig {
+function clientConfig(creds: Credentials, limits: SourceLimits): S3ClientConfig {
   const region = creds.get(names.region) ?? creds.get("AWS_DEFAULT_REGION") ?? "us-east-1";
   const endpoint = creds.get(names.endpoint) ?? creds.get("AWS_ENDPOINT_URL");
   const config: S3ClientConfig = {
@@ -42,8 +50,15 @@ function clientConfig(creds: Credentials): S3ClientConfig {
     );
   }
   const ca = creds.caCertificates();
+  const timeout = limits.requestTimeoutMs;
   config.requestHandler = {
     httpsAgent: new https.Agent({ keepAlive: true, maxSockets: 64, ...(ca ? { ca } : {}) }),
+    // Without these the SDK waits for ever on a server that takes the request and keeps silent:
+    // the connection, the answer and every pause in a body are bounded.
+    connectionTimeout: timeout,
+    requestTimeout: timeout,
+    throwOnRequestTimeout: true,
+    socketTimeout: timeout,
   };
   return config;
 }
@@ -60,8 +75,12 @@ export class S3Source implements Source {
   private readonly bucket: string;
   private readonly key: string;
   private readonly hint: string;
-  constructor(loc: { bucket: string; key: string }, creds: Credentials) {
-    this.client = new S3Client(clientConfig(creds));
+  private readonly timeoutMs: number;
+  private readonly maxListPages: number;
+  constructor(loc: { bucket: string; key: string }, creds: Credentials, limits: SourceLimits) {
+    this.maxListPages = limits.maxListPages;
+    this.client = new S3Client(clientConfig(creds, limits));
+    this.timeoutMs = limits.requestTimeoutMs;
     this.bucket = loc.bucket;
     this.key = loc.key;
     this.hint = creds.secretHint(`${names.accessKeyId}/${names.secretAccessKey} (or the pod's web identity)`);
@@ -72,6 +91,7 @@ export class S3Source implements Source {
     const e = err as SdkError;
     const status = e?.$metadata?.httpStatusCode;
     const code = e?.Code ?? e?.name;
+    if (isTimeout(err)) return requestTimedOut(what, this.timeoutMs, err);
     if (e?.name === "CredentialsProviderError") {
       return new DownloadError("AccessDenied", (err as Error).message, { hint: this.hint });
     }
@@ -92,6 +112,7 @@ export class S3Source implements Source {
     }
     const prefix = this.key === "" || this.key.endsWith("/") ? this.key : `${this.key}/`;
     const files: RemoteFile[] = [];
+    const pages = new PageBound(`s3://${this.bucket}/${prefix}`, this.maxListPages, names.endpoint);
     let token: string | undefined;
     do {
       const page = await this.client
@@ -110,6 +131,7 @@ export class S3Source implements Source {
         });
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      if (token) pages.next(token);
     } while (token);
     return files;
   }

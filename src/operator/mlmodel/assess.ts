@@ -10,51 +10,60 @@ import { childNames, labels } from "../names.ts";
 import { withRevisionNumbers } from "../revisions.ts";
 import { failureToRecord, withRollback } from "../rollback.ts";
 import { claimBinding, computeStatus, type Observed } from "../status.ts";
-import { canaryRequeue, withCanary } from "./canary.ts";
+import { canaryWakes, withCanary } from "./canary.ts";
 import type { Decision } from "./decide.ts";
-import { lookGivenClaimMs } from "./download-pods.ts";
-import type { Observation } from "./observe.ts";
-import { modelDeployment, lookAgainMs as servingLookAgainMs } from "./serving-pods.ts";
+import { lookGivenClaimMs, lookNoLongerNeeded } from "./download-pods.ts";
+import type { Observation } from "./observation.ts";
+import {
+  modelDeployment,
+  lookAgainMs as servingLookAgainMs,
+  servingLookNoLongerNeeded,
+} from "./serving-pods.ts";
 import type { Synced } from "./sync.ts";
+import { failureRecordedWakeMs, type Waits, type Wake, type WakeReason, wakeAfter } from "./wake-up.ts";
 
 export interface Assessment {
   status: MLModelStatus;
-  /** Reconcile again this soon: a failure was just recorded, the rollback follows. */
-  requeueAfterMs?: number;
+  /** What the status waits for that no watch brings (see assess). */
+  waits: Waits;
 }
 
+/**
+ * The status, and what it waits for that no watch event would bring:
+ * - a failure just recorded: the rollback follows at once;
+ * - a download pod waiting for its new claim's volume is reported as Downloading for a grace
+ *   period, and the end of that grace is looked at, so a claim that never binds is reported;
+ * - a download Job with no pod ready, and a rollout that has not settled: their pods are not
+ *   watched, so the pods are read again (download-pods.ts, serving-pods.ts). The download
+ *   pods seldom while the claim is not bound (its binding is watched and wakes the model), and
+ *   not at all while the pod says it waits for that binding (claimBinding);
+ * - a canary's pause, or its next step (canary.ts, canaryWakes).
+ * Those looks are over once the Job has a pod ready or has ended, and once the Deployment has
+ * settled: a look still pending would read nothing new.
+ */
 export function assess(o: Observation, d: Decision, s: Synced): Assessment {
   const observed = observedChildren(o, d, s);
-  const assessed = assessObserved(o, d, s, observed);
-  // A download pod waiting for its new claim's volume is reported as Downloading for a grace
-  // period; if nothing else wakes the model by then, look again so a claim that never binds
-  // is reported (no watch event would bring the end of a grace period). And a download Job
-  // with no pod ready yet is looked at again: its pods are not watched (download-pods.ts), so
-  // no event would say that one cannot pull its image or be scheduled. But seldom while the
-  // claim is not bound: the claim is watched, and its binding wakes the model; not at all while
-  // the pod says it waits for that binding (claimBinding). Looked at every 5 s instead, 300
-  // download pods waiting for their volumes cost 1.4 to 3.2 lists per model, 0.75 to 0.8 at
-  // 30 s (bench/README.md phase J).
-  // The serving pods of a rollout that has not settled are looked at again too, for the same
-  // reason: they are not watched either (serving-pods.ts).
+  const now = Date.parse(o.now);
+  const { status, wakes: statusWakes } = assessObserved(o, d, s, observed, now);
   const graceLeft = claimBinding(observed);
-  const lookAgain = earliest(
-    earliest(
-      graceLeft === undefined ? undefined : graceLeft + 100,
+  const wakes = [
+    ...statusWakes,
+    ...wakeAfter("claim grace ends", now, graceLeft === undefined ? undefined : graceLeft + 100),
+    ...wakeAfter(
+      "download pods",
+      now,
       lookGivenClaimMs(s.job, o.now, {
         bound: observed.storage?.status?.phase === "Bound",
         podWaitsForIt: graceLeft !== undefined,
       }),
     ),
-    servingLookAgainMs(observed.deployment, o.model, o.now),
-  );
-  if (lookAgain === undefined) return assessed;
-  return { ...assessed, requeueAfterMs: earliest(assessed.requeueAfterMs, lookAgain) };
-}
-
-/** The sooner of two optional delays. */
-export function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
+    ...wakeAfter("serving pods", now, servingLookAgainMs(observed.deployment, o.model, o.now)),
+  ];
+  const over: WakeReason[] = [
+    ...(lookNoLongerNeeded(s.job, o.now) ? (["download pods"] as const) : []),
+    ...(servingLookNoLongerNeeded(o.model, observed.deployment) ? (["serving pods"] as const) : []),
+  ];
+  return { status, waits: { wakes, over } };
 }
 
 function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
@@ -82,7 +91,14 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
   };
 }
 
-function assessObserved(o: Observation, d: Decision, s: Synced, observed: Observed): Assessment {
+/** The status, and the wakes it asks for: the rollback after a failure recorded, the canary's. */
+function assessObserved(
+  o: Observation,
+  d: Decision,
+  s: Synced,
+  observed: Observed,
+  nowMs: number,
+): { status: MLModelStatus; wakes: Wake[] } {
   const { model, now } = o;
   const computed = computeStatus(observed);
   const canary = d.canary;
@@ -95,7 +111,7 @@ function assessObserved(o: Observation, d: Decision, s: Synced, observed: Observ
   if (d.rollback) {
     const { failed, target } = d.rollback;
     const rolledBack = withRollback(status, model.status, failed, target, generation, now);
-    return withRequeue(rolledBack, canary && canaryRequeue(canary, model.status, rolledBack));
+    return { status: rolledBack, wakes: canary ? canaryWakes(canary, model.status, rolledBack, nowMs) : [] };
   }
   // A canary's failure is the state machine's to record (the stable revision serves meanwhile);
   // an ordinary rollout's, the status's (the spec's revision serves and failed).
@@ -104,11 +120,11 @@ function assessObserved(o: Observation, d: Decision, s: Synced, observed: Observ
     (s.revision === d.specRevision
       ? failureToRecord(model, status, d.specRevision, s.revisions, now)
       : undefined);
-  // Recorded first, served next: the next reconcile reads it back (writtenStatus) and rolls back.
-  if (failed) return { status: { ...status, revision: { ...status.revision, failed } }, requeueAfterMs: 100 };
-  return withRequeue(status, canary && canaryRequeue(canary, model.status, status));
-}
-
-function withRequeue(status: MLModelStatus, requeueAfterMs: number | undefined): Assessment {
-  return requeueAfterMs === undefined ? { status } : { status, requeueAfterMs };
+  // Recorded first, served next: the next reconcile reads it back (ModelMemory.written) and rolls back.
+  if (failed)
+    return {
+      status: { ...status, revision: { ...status.revision, failed } },
+      wakes: wakeAfter("failure recorded", nowMs, failureRecordedWakeMs),
+    };
+  return { status, wakes: canary ? canaryWakes(canary, model.status, status, nowMs) : [] };
 }

@@ -49,13 +49,21 @@ export function modelReferences(model: Readonly<MLModel>): string[] {
   return specReferences(model.metadata.namespace!, model.spec).map(referenceKey);
 }
 
+/** Where client-side `kubectl apply` keeps the object it applied: a Secret's data included. */
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration";
+
 /**
- * Only whether a Secret exists and which keys it has matters to the operator: values are
- * dropped before they reach the cache, so the operator's memory holds no credentials.
+ * Only whether a Secret exists and who owns it matters to the operator: its cache lists and
+ * watches metadata only, so no value arrives but in the annotation `kubectl apply` writes,
+ * which is dropped here; this keeps a Secret's values out of the cache whatever its source sends.
  */
 export function secretWithoutValues(obj: KubeObject): KubeObject {
   const data = (obj as { data?: Record<string, string> }).data ?? {};
   const { managedFields: _m, ...metadata } = obj.metadata;
+  if (metadata.annotations?.[lastApplied] !== undefined) {
+    const { [lastApplied]: _applied, ...annotations } = metadata.annotations;
+    metadata.annotations = annotations;
+  }
   return {
     apiVersion: obj.apiVersion,
     kind: obj.kind,
@@ -87,9 +95,8 @@ export function modelOfPod(pod: Readonly<KubeObject>): Request | undefined {
  * turned unready decide whether a canary goes on (canary/health.ts), so each change of them
  * wakes its model at once. Every other pod of ours is read only when status needs it: a
  * serving pod while its Deployment has not settled (serving-pods.ts), a download pod while its
- * Job needs explaining (download-pods.ts). Watched, serving pods brought 3 of an image-path
- * model's 10 events, and download pods 6 of a downloaded model's 25 (issue 15, bench/README.md
- * phases J and L).
+ * Job needs explaining (download-pods.ts). Watched, serving pods would bring 3 of an
+ * image-path model's 10 events, and download pods 6 of a downloaded model's 25.
  */
 export const watchedPodSelector = `${labels.model},${trackLabel}=canary`;
 
@@ -98,7 +105,12 @@ export const modelCaches: readonly { kind: ResourceKind; options: CacheOptions }
   { kind: mlModelKind, options: { indexes: { [referenceIndex]: modelReferences as IndexFunc } } },
   {
     kind: builtinKinds.Secret,
-    options: { transform: secretWithoutValues, indexes: { [uriSecretsByModelIndex]: uriSecretModelKeys } },
+    options: {
+      // Metadata only: whether a Secret exists and who owns it; its values never reach us.
+      metadataOnly: true,
+      transform: secretWithoutValues,
+      indexes: { [uriSecretsByModelIndex]: uriSecretModelKeys },
+    },
   },
   // Only canary pods: the operator never holds every pod of the cluster, nor every pod of its
   // own, in memory. Nothing reads this cache: its watch only wakes the canary's model.

@@ -1,10 +1,19 @@
 /**
- * The canary in the MLModel reconcile (docs/canary.md): what each stage adds for a model whose
- * spec has rollout.canary, or whose status remembers one. The decisions are the pure functions
- * of src/operator/canary/; this file gathers their inputs from the observation (observe,
- * decide), and turns their answer into the serving children (sync) and into status (assess).
- * A model that never had a canary never comes here: its reconcile is the one it always was,
- * write for write.
+ * The canary sub-reconciler (docs/canary.md): what the MLModel reconcile does for a model
+ * whose spec has rollout.canary, or whose status remembers one. The decisions are the pure
+ * functions of src/operator/canary/; this file gathers their inputs and turns their answer
+ * into children and status. Its seam with the reconcile's stages:
+ *
+ *   reads    CanaryView: of the observation, the model, its children, its serving and
+ *            download pods, and CanaryObservation (observeCanary: HTTPRoutes served, names
+ *            another owner holds), nothing else
+ *   decide   decideCanaryStage -> CanaryStage: what the stable and canary Deployments serve
+ *            (Decision.canary; decide.ts serves stableServing as the model's plan)
+ *   sync     desiredCanaryServing -> the serving children to apply (ServingSet)
+ *   assess   withCanary -> the status with the canary's part; canaryWakes -> when it looks again
+ *
+ * A model that never had a canary never comes here: its reconcile has no canary step, and
+ * writes nothing for one.
  */
 import type { V1ControllerRevision, V1Deployment, V1Job, V1Pod } from "@kubernetes/client-node";
 import type { CanaryStatus, MLModel, MLModelSpec, MLModelStatus } from "../../api/mlmodel.ts";
@@ -38,8 +47,15 @@ import { isPodReady, terminationMessage } from "../pods.ts";
 import { recordedSource, revisionHash, revisionSpec, specServedAgain } from "../revisions.ts";
 import { deploymentRevision, jobEnd, jobState } from "../status.ts";
 import type { ReadContext } from "./context.ts";
-import type { Children, Observation } from "./observe.ts";
+import type { CanaryObservation, Children, Observation } from "./observation.ts";
 import type { ServingSet } from "./syncers/serving.ts";
+import { failureRecordedWakeMs, type Wake, wakeAfter } from "./wake-up.ts";
+
+/** What the canary reads of the observation (see the seam above). */
+export type CanaryView = Pick<
+  Observation,
+  "key" | "model" | "now" | "children" | "pods" | "downloadPods" | "canary"
+>;
 
 /** Whether the model goes through the canary stages: a canary is configured, or one ran. */
 export function usesCanary(model: MLModel): boolean {
@@ -51,7 +67,7 @@ export function usesCanary(model: MLModel): boolean {
  * (serving-pods.ts). Missing, they would read as none ready, so a bug is an error, never a
  * canary judged on no pods.
  */
-function servingPods(o: Observation): readonly V1Pod[] {
+function servingPods(o: CanaryView): readonly V1Pod[] {
   if (!o.pods)
     throw new Error(
       `the serving pods of ${o.key} were not read: observe reads them for every model that uses a canary`,
@@ -64,13 +80,6 @@ export function isCanaryPod(pod: V1Pod): boolean {
 }
 
 // ---------------------------------------------------------------------------------- observe
-
-export interface CanaryObservation {
-  /** The cluster serves HTTPRoutes and the cache has listed them. */
-  gatewayServed: boolean;
-  /** Names of the canary's children that an object this model does not control holds: "Kind/name" -> why. */
-  conflicts: ReadonlyMap<string, string>;
-}
 
 export function childKey(kind: string, name: string | undefined): string {
   return `${kind}/${name ?? ""}`;
@@ -126,7 +135,7 @@ export interface CanaryDecideInput {
   planOf(spec: MLModelSpec, recorded?: RecordedSource): ServingPlan | undefined;
 }
 
-export function decideCanaryStage(o: Observation, input: CanaryDecideInput): CanaryStage {
+export function decideCanaryStage(o: CanaryView, input: CanaryDecideInput): CanaryStage {
   const { model } = o;
   const name = model.metadata.name!;
   const { specPlan, specRevision } = input;
@@ -244,7 +253,7 @@ function scaleOf(spec: MLModelSpec, stable: V1Deployment | undefined): Scale {
 }
 
 /** Why the canary's download failed (its Job's final verdict), in the downloader's words when it said. */
-function downloadFailure(o: Observation, plan: ServingPlan): string | undefined {
+function downloadFailure(o: CanaryView, plan: ServingPlan): string | undefined {
   if (plan.source.type !== "download") return undefined;
   const jobName = plan.source.jobName;
   const job = o.children.jobs.find((j) => j.metadata?.name === jobName);
@@ -303,7 +312,7 @@ function optionalField<K extends string, V>(key: K, value: V | undefined): { [P 
  * Deployment), the model's Service and the per-revision ones, the HTTPRoute, and the
  * autoscaler and budget as without a canary. Never an object whose name another owner holds.
  */
-export function desiredCanaryServing(o: Observation, stage: CanaryStage, owner: OwnerReference): ServingSet {
+export function desiredCanaryServing(o: CanaryView, stage: CanaryStage, owner: OwnerReference): ServingSet {
   const name = o.model.metadata.name!;
   const plan = stage.stableServing;
   const serve = stage.decision.serve;
@@ -357,7 +366,7 @@ export function desiredCanaryServing(o: Observation, stage: CanaryStage, owner: 
  */
 export function withCanary(
   status: MLModelStatus,
-  o: Observation,
+  o: CanaryView,
   stage: CanaryStage,
   synced: { serving: ServingSet; revisions: readonly V1ControllerRevision[] },
   specRevision: string,
@@ -404,7 +413,7 @@ function withUrls(
 
 /** status.revision.serving: the stable Deployment's revision and the canary's, as they stand. */
 function servingNow(
-  o: Observation,
+  o: CanaryView,
   { serving, revisions }: { serving: ServingSet; revisions: readonly V1ControllerRevision[] },
   mode: SplitMode,
 ): ReturnType<typeof servingRevisions> {
@@ -459,13 +468,14 @@ export const canaryRecheckMs = 500;
  * of the canary's step or phase, or of the last ready revision (a promotion completing), which
  * no watch event would bring.
  */
-export function canaryRequeue(
+export function canaryWakes(
   stage: CanaryStage,
   before: MLModelStatus | undefined,
   after: MLModelStatus,
-): number | undefined {
+  now: number,
+): Wake[] {
   const { decision } = stage;
-  if (decision.failed) return 100;
+  if (decision.failed) return wakeAfter("failure recorded", now, failureRecordedWakeMs);
   const was = before?.canary;
   const is = after.canary;
   const moved =
@@ -474,8 +484,8 @@ export function canaryRequeue(
       was?.step !== is?.step ||
       was?.reason !== is?.reason ||
       before?.revision?.lastReady !== after.revision?.lastReady);
-  const waits = [decision.requeueAfterMs, moved ? canaryRecheckMs : undefined].filter(
-    (x): x is number => x !== undefined,
-  );
-  return waits.length ? Math.min(...waits) : undefined;
+  return [
+    ...wakeAfter("canary", now, decision.requeueAfterMs),
+    ...wakeAfter("canary", now, moved ? canaryRecheckMs : undefined),
+  ];
 }

@@ -17,7 +17,7 @@ import { contentToKeep, desiredPruneJob } from "../prune.ts";
 import { defaultRevisionHistoryLimit, revisionsToPrune } from "../revisions.ts";
 import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
-import type { Observation } from "./observe.ts";
+import type { Observation } from "./observation.ts";
 import type { Synced } from "./sync.ts";
 import { type Child, deleteChild } from "./syncers/apply.ts";
 
@@ -67,8 +67,8 @@ export function cleanupSteps(
  * no revision ever left the history (their numbers are exactly 1..n: one pruned, now or
  * before, or renumbered as the newest leaves a gap) and `keep` holds every revision's content
  * (no aborted canary left out), storage holds only kept content. So a model's first download,
- * and updates within its history limit, run no prune Job (before: one per first Ready, and its
- * pod, on every downloaded model). Unsure means yes: a gap may have other causes, and an
+ * and updates within its history limit, run no prune Job (and its pod). Unsure means yes: a
+ * gap may have other causes, and an
  * unneeded prune only costs a Job.
  */
 function mayHoldUnkept(

@@ -20,9 +20,8 @@ import {
 import { commandsChangedPredicate } from "../canary/commands.ts";
 import { httpRouteKind } from "../canary/desired.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
-import { type CreatedSecrets, forgetExpired, type WrittenStatuses, writtenStatusTtlMs } from "./context.ts";
+import { ModelMemory } from "./memory.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
-import type { HeldRollouts } from "./report.ts";
 import { jobWakes, OwnWrites, podWakes, specWakes, statusWakes } from "./wakes.ts";
 
 export interface MLModelControllerOptions extends ReconcileOptions {
@@ -31,8 +30,7 @@ export interface MLModelControllerOptions extends ReconcileOptions {
 
 /**
  * MLModels reconciled in parallel. Each reconcile is a few round trips to the API server, so
- * the work is latency-bound: 8 keeps a 2-core control plane busy without flooding it
- * (bench/README.md has the measurements behind the number).
+ * the work is latency-bound: 8 keeps a 2-core control plane busy without flooding it.
  */
 export const defaultConcurrency = 8;
 
@@ -48,12 +46,9 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     (obj: Readonly<KubeObject>): Request[] =>
       models.byIndex(referenceIndex, `${kind}/${obj.metadata.namespace}/${obj.metadata.name}`).map(requestOf);
 
-  const written: WrittenStatuses = new Map();
-  // Written statuses expire (context.ts): a write forgets the expired ones, and so does this
-  // sweep once a TTL, for when no write comes (a burst of models, then quiet: 10,000 statuses).
-  setInterval(() => forgetExpired(written, Date.now()), writtenStatusTtlMs).unref();
-  const createdSecrets: CreatedSecrets = new Map();
-  const heldRollouts: HeldRollouts = new Map();
+  // What outlives one reconcile; forgotten by the wall clock too, for when no reconcile comes
+  // (a burst of models, then quiet).
+  const memory = options.memory ?? new ModelMemory({ expireWhileIdle: true });
   // The echoes of the children this controller creates wake nobody (wakes.ts).
   const own = new OwnWrites();
   const owned = (kind: ResourceKind, wakes?: Predicate) => ({
@@ -90,15 +85,5 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     .watches(servingRuntimeKind, (rt) => models.list(rt.metadata.namespace).map(requestOf))
     .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))
     .concurrency(options.concurrency ?? defaultConcurrency)
-    .reconcile((ctx) =>
-      reconcileMLModel(
-        { ...ctx, client },
-        {
-          ...options,
-          writtenStatus: options.writtenStatus ?? written,
-          createdSecrets: options.createdSecrets ?? createdSecrets,
-          heldRollouts: options.heldRollouts ?? heldRollouts,
-        },
-      ),
-    );
+    .reconcile((ctx) => reconcileMLModel({ ...ctx, client }, { ...options, memory }));
 }

@@ -15,7 +15,7 @@ import { resolveRuntime } from "../runtime-selection.ts";
 import type { MissingDependency, Observed } from "../status.ts";
 import { referenceKey } from "./caches.ts";
 import { type CanaryStage, decideCanaryStage, usesCanary } from "./canary.ts";
-import type { Observation, Reference } from "./observe.ts";
+import type { Observation, Reference } from "./observation.ts";
 
 export interface Decision {
   /**
@@ -134,12 +134,8 @@ export function missingDependencies(
         reason: "SecretNotFound",
         message: `Secret ${creds.secretName} (spec.model.credentialsSecretRef.name) does not exist in namespace ${namespace}`,
       });
-    } else if (creds.googleCredentialsKey && !secret.keys.includes(creds.googleCredentialsKey)) {
-      missing.push({
-        reason: "SecretNotFound",
-        message: `Secret ${creds.secretName} has no key "${creds.googleCredentialsKey}" (spec.model.credentialsSecretRef.googleCredentialsKey); it has: ${keysOf(secret)}`,
-      });
     }
+    // Its keys are not checked: the Secret cache holds metadata only (caches.ts).
   }
   const source = plan.source;
   if (source.type === "download" && source.uriSecret && !lookup(builtinKinds.Secret, source.uriSecret)) {

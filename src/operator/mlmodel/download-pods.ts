@@ -1,9 +1,9 @@
 /**
  * A model's download pods, read from the API server only while one of its download Jobs needs
  * explaining. They are not watched (caches.ts, watchedPodSelector): watched, each download
- * brought about 6 pod events (created, scheduled, running, succeeded, its Job's finalizer
+ * would bring about 6 pod events (created, scheduled, running, succeeded, its Job's finalizer
  * removed, ...), a quarter of a downloaded model's events and about 3 ms of the operator's
- * CPU per model (issue 15, bench/README.md phase J). The Job's own status (watched) counts its
+ * CPU per model. The Job's own status (watched) counts its
  * pods: ready (a download that runs), succeeded, failed. Two states need the pods themselves:
  * - a Job that failed: its newest pod's termination message is the downloader's error;
  * - a Job with no ready pod: its pod may wait for a node, a volume or an image, or be unable
@@ -21,7 +21,7 @@ import type { ModelClient } from "./context.ts";
  * (waitsForPod) and is at least as old as the first look. A younger one's pod has hardly had
  * time to show a problem, and that look comes (lookAgainMs): so the reconciles right after the
  * Job's create make no list (its echo wakes the model when it comes before the create's
- * answer, wakes.ts: 1 list per model of an update wave, when each was read).
+ * answer, wakes.ts: in an update wave, a list per model).
  */
 export function needsItsPods(job: V1Job, now: string): boolean {
   if (jobState(job) === "Failed") return true;

@@ -7,16 +7,7 @@
  * has not settled (serving-pods.ts, withServingPods). So what the reconcile decides is a
  * function of this snapshot.
  */
-import type {
-  V1ControllerRevision,
-  V1Deployment,
-  V1Job,
-  V1PersistentVolumeClaim,
-  V1Pod,
-  V1PodDisruptionBudget,
-  V1Service,
-  V2HorizontalPodAutoscaler,
-} from "@kubernetes/client-node";
+import type { V1ControllerRevision } from "@kubernetes/client-node";
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import type { AnyServingRuntime } from "../../api/servingruntime.ts";
@@ -30,72 +21,23 @@ import {
 import { httpRouteKind } from "../canary/desired.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
 import { referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
-import { type CanaryObservation, observeCanary, usesCanary } from "./canary.ts";
-import type { ReadContext, WrittenStatuses } from "./context.ts";
+import { observeCanary, usesCanary } from "./canary.ts";
+import type { ReadContext } from "./context.ts";
 import { readDownloadPods } from "./download-pods.ts";
+import type { ModelMemory } from "./memory.ts";
+import type { Children, Observation, Reference } from "./observation.ts";
 import { listServingPods } from "./serving-pods.ts";
-
-/** A referenced object that exists: what the operator may know of it (a Secret's values never). */
-export interface Reference {
-  resourceVersion?: string;
-  /** Keys of its data (a Secret's or ConfigMap's). */
-  keys: readonly string[];
-  /** uid of its controlling owner, if it has one (whether a URI Secret is ours). */
-  controller?: string;
-}
-
-/** The children the model controls, by kind, as cached. */
-export interface Children {
-  revisions: readonly V1ControllerRevision[];
-  jobs: readonly V1Job[];
-  claims: readonly V1PersistentVolumeClaim[];
-  deployments: readonly V1Deployment[];
-  services: readonly V1Service[];
-  autoscalers: readonly V2HorizontalPodAutoscaler[];
-  budgets: readonly V1PodDisruptionBudget[];
-  /** HTTPRoutes (a canary's traffic split), while the cluster serves the kind; else none. */
-  routes: readonly KubeObject[];
-}
-
-export interface Observation {
-  /** "namespace/name" of the model. */
-  key: string;
-  /** The model as the cache holds it. */
-  cached: MLModel;
-  /** The model with the status this controller last wrote, when the cache has not seen it yet. */
-  model: MLModel;
-  /** ISO time of this reconcile, for new transitions. */
-  now: string;
-  runtimes: { namespaced: readonly AnyServingRuntime[]; cluster: readonly AnyServingRuntime[] };
-  /**
-   * The objects the spec references, those the last ready revision's spec references (a
-   * rollback serves that spec), and the Secrets named as the model's URI Secrets (ours or not),
-   * that exist: by referenceKey. A missing one is absent.
-   */
-  references: ReadonlyMap<string, Reference>;
-  children: Children;
-  /**
-   * The model's serving pods, of every revision (a canary's too): read here when the model
-   * uses a canary, else after sync while its Deployment has not settled (serving-pods.ts);
-   * undefined when not read.
-   */
-  pods: readonly V1Pod[] | undefined;
-  /** The model's download pods, of every Job, read only while a Job needs them (download-pods.ts); else none. */
-  downloadPods: readonly V1Pod[];
-  /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */
-  canary: CanaryObservation;
-}
 
 /** The model of the request and what it depends on, or undefined when the model is gone. */
 export async function observe(
   ctx: ReadContext,
-  written: WrittenStatuses | undefined,
+  memory: ModelMemory | undefined,
   now: Date,
 ): Promise<Observation | undefined> {
   const cached = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
   if (!cached) return undefined;
   const key = keyString(ctx.request);
-  const mine = written?.get(key);
+  const mine = memory?.written.get(key);
   const model: MLModel = cacheBehind(mine, cached.metadata.resourceVersion)
     ? { ...cached, status: mine!.status }
     : cached;

@@ -1,20 +1,22 @@
 /**
- * Stage 6, report: the one place a reconcile writes the model's status and records an Event.
- * Only the operator's own status fields are compared (operatorOwned), so a reconcile with
- * nothing new writes nothing; an Event is recorded for a problem and for its end
- * (transitionEvent) and for each step of a canary (canaryEvent), after the status that says
- * it. A change within one step waits a moment for the next step (countsSettleMs).
+ * Stage 6, report: the status write (status-writes.ts) and its Event. Only the operator's own
+ * status fields are compared (operatorOwned), so a reconcile with nothing new writes nothing;
+ * an Event is recorded for a problem and for its end (transitionEvent) and for each step of a
+ * canary (canaryEvent), after the status that says it. A change within one step waits a moment
+ * for the next step (countsSettleMs), remembered in ModelMemory.
  */
-import { mlModelKind } from "../../api/kinds.ts";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
-import type { EventRecorder, EventType, KubeObject } from "../../runtime/index.ts";
+import type { EventRecorder, EventType } from "../../runtime/index.ts";
 import { canaryEvent } from "../canary/status.ts";
 import { memoOnFrozen } from "../memo.ts";
-import { canonicalJson, fieldManager } from "../names.ts";
+import { canonicalJson } from "../names.ts";
 import { justRolledBack } from "../rollback.ts";
 import { operatorOwned, transitionEvent } from "../status.ts";
-import { rememberWritten, type WriteContext, type WrittenStatuses } from "./context.ts";
-import type { Observation } from "./observe.ts";
+import type { WriteContext } from "./context.ts";
+import type { ModelMemory } from "./memory.ts";
+import type { Observation } from "./observation.ts";
+import { applyModelStatus } from "./status-writes.ts";
+import { type Waits, type WakeReason, wakeAfter } from "./wake-up.ts";
 
 /**
  * A status change within one step (phase and reason unchanged: replicas, ready and updated
@@ -22,10 +24,10 @@ import type { Observation } from "./observe.ts";
  * conditions that say them) is written once it is this old, or with the next step, whichever
  * comes first: the reconcile comes back for it and writes whatever the status then is. A
  * rollout's counts move several times within a second or two (pod created, ready, rollout
- * reported complete; a claim bound, a download pod started, then done), and each was a status
- * write: 3 to 7 per downloaded model where its steps take 3 (bench/README.md). A change of
+ * reported complete; a claim bound, a download pod started, then done): written each time,
+ * they would be 3 to 7 status writes per downloaded model where its steps take 3. A change of
  * phase, reason, generation, revision or canary is written at once (but a new generation's
- * first Deploying, see HeldRollouts); the rest lags by at most this (downloadCountsSettleMs
+ * first Deploying, see startsRollout); the rest lags by at most this (downloadCountsSettleMs
  * while downloading).
  */
 export const countsSettleMs = 2000;
@@ -33,25 +35,24 @@ export const countsSettleMs = 2000;
 /**
  * A new generation's first Deploying status waits this long for the next step (kwok: the pod
  * Ready about half a second after the Deployment; a real image a few seconds), and is written
- * with it, or alone once it is this old: each model created or updated made two status writes
- * (Deploying, then Ready) where the second alone says everything. The reconcile that applied
- * the new Deployment then ends with its child writes, one round trip instead of two.
+ * with it, or alone once it is this old: written at once, each model created or updated would
+ * make two status writes (Deploying, then Ready) where the second alone says everything. The
+ * reconcile that applied the new Deployment then ends with its child writes, one round trip
+ * instead of two.
  */
 export const rolloutSettleMs = countsSettleMs;
 
 /**
- * Since when a new generation's first Deploying has been held back, per model
- * ("namespace/name"), kept across reconciles by the controller. While held, the status still
- * says what the previous one said, for the previous observedGeneration (true of that
- * generation: its pods serve until the new ones are ready), or nothing for a new model; never
- * anything the new generation has not reached. Only that one status is held (startsRollout):
- * Ready, a failure, a rollback, a recorded failed revision, a canary's step, and Downloading
- * are written at once. The reconcile that ends a hold withdraws the requeue it asked for
- * (reconcile.ts, replacesRequeue), which would otherwise run a reconcile that writes nothing.
+ * A new generation's first Deploying is held back (ModelMemory.heldRollouts) while it waits for
+ * the next step. While held, the status still says what the previous one said, for the
+ * previous observedGeneration (true of that generation: its pods serve until the new ones are
+ * ready), or nothing for a new model; never anything the new generation has not reached. Only
+ * that one status is held (startsRollout): Ready, a failure, a rollback, a recorded failed
+ * revision, a canary's step, and Downloading are written at once. The reconcile that ends a
+ * hold says so (Waits.over), so that the requeue it asked for is withdrawn.
+ *
+ * Whether `after` is the first status of a new generation and says Deploying.
  */
-export type HeldRollouts = Map<string, { generation: number | undefined; since: number }>;
-
-/** Whether `after` is the first status of a new generation and says Deploying (see HeldRollouts). */
 export function startsRollout(before: MLModelStatus | undefined, after: MLModelStatus): boolean {
   return (
     after.phase === "Deploying" &&
@@ -63,31 +64,24 @@ export function startsRollout(before: MLModelStatus | undefined, after: MLModelS
   );
 }
 
-/** An entry older than this is dropped on the next hold (its model was deleted or woken no more). */
-const heldRolloutTtlMs = 60_000;
-
 /** The ms left to hold `status` back, or undefined to write it now; starts the hold when new. */
 function rolloutHold(
-  held: HeldRollouts | undefined,
+  memory: ModelMemory | undefined,
   key: string,
   before: MLModelStatus | undefined,
   status: MLModelStatus,
   now: number,
 ): number | undefined {
-  if (!held) return undefined;
+  if (!memory) return undefined;
+  const held = memory.heldRollouts;
   if (!startsRollout(before, status)) {
     held.delete(key);
     return undefined;
   }
   let entry = held.get(key);
   if (!entry || entry.generation !== status.observedGeneration) {
-    for (const [k, e] of held) {
-      if (now - e.since < heldRolloutTtlMs) break;
-      held.delete(k);
-    }
-    held.delete(key); // re-inserted last: the map stays in order of holding
     entry = { generation: status.observedGeneration, since: now };
-    held.set(key, entry);
+    held.set(key, entry, now);
   }
   const wait = entry.since + rolloutSettleMs - now;
   if (wait > 0) return wait;
@@ -100,9 +94,9 @@ function rolloutHold(
  * started (jobState Running, attempts 1) and the messages saying so are written once they are
  * this old, or with the next step. A download pod that waited for its volume is tried again by
  * the scheduler only after its backoff (1 to 10 s), and the Job completes a moment after its
- * pod: with 2 s, the claim's binding was a status write of its own for a share of the models
- * (bench/README.md, phase D). The download's own progress (bytes, percent) is the downloader's
- * to write, at its own pace, and is not held.
+ * pod: with 2 s, the claim's binding is a status write of its own for a share of the models.
+ * The download's own progress (bytes, percent) is the downloader's to write, at its own pace,
+ * and is not held.
  */
 export const downloadCountsSettleMs = 15_000;
 
@@ -112,54 +106,67 @@ export function settleMsFor(status: MLModelStatus): number {
 }
 
 /**
- * Writes the status when it changed; returns how long to wait before reconciling again when
- * a change of counts alone was held back (countsSettleMs).
+ * Writes the status when it changed, or holds it back (a new rollout's first Deploying, a
+ * change of counts alone): the waits say when the held status is written, and which holds
+ * this reconcile ended.
  */
 export async function report(
   ctx: WriteContext & { recorder: EventRecorder },
   o: Observation,
   status: MLModelStatus,
-  written: WrittenStatuses | undefined,
-  held?: HeldRollouts,
-): Promise<number | undefined> {
+  memory: ModelMemory | undefined,
+): Promise<Waits> {
+  const wasHeld = holdsOf(memory, o.key);
+  const now = Date.parse(o.now);
+  const wake = await writeOrHold(ctx, o, status, memory, now);
+  const isHeld = holdsOf(memory, o.key);
+  return {
+    wakes: wake ? wakeAfter(wake.reason, now, wake.ms) : [],
+    over: wasHeld.filter((r) => !isHeld.includes(r)),
+  };
+}
+
+/** What of the model's status is held back now: a new rollout's first Deploying, a change of counts. */
+export function holdsOf(memory: ModelMemory | undefined, key: string): WakeReason[] {
+  return [
+    ...(memory?.heldRollouts.has(key) ? (["rollout held"] as const) : []),
+    ...(memory?.written.get(key)?.countsSince !== undefined ? (["counts held"] as const) : []),
+  ];
+}
+
+async function writeOrHold(
+  ctx: WriteContext & { recorder: EventRecorder },
+  o: Observation,
+  status: MLModelStatus,
+  memory: ModelMemory | undefined,
+  now: number,
+): Promise<{ reason: WakeReason; ms: number } | undefined> {
   const { model } = o;
-  const mine = written?.get(o.key);
+  const mine = memory?.written.get(o.key);
   if (canonicalJson(operatorOwned(status)) === ownedJson(model.status)) {
     if (mine) mine.countsSince = undefined;
-    held?.delete(o.key);
+    memory?.heldRollouts.delete(o.key);
     return undefined;
   }
-  const now = Date.parse(o.now);
-  const hold = rolloutHold(held, o.key, model.status, status, now);
-  if (hold !== undefined) return hold;
+  const hold = rolloutHold(memory, o.key, model.status, status, now);
+  if (hold !== undefined) return { reason: "rollout held", ms: hold };
   // Only within a minute of a write of ours (an entry): a change of counts long after one
   // (an autoscaler's, a pod restarted) is written at once.
   if (mine && countsOnly(model.status, status)) {
     mine.countsSince ??= now;
     const wait = mine.countsSince + settleMsFor(status) - now;
-    if (wait > 0) return wait;
+    if (wait > 0) return { reason: "counts held", ms: wait };
   }
-  const applied = await ctx.client.applyStatus<KubeObject>(
-    mlModelKind,
+  const applied = await applyModelStatus(ctx, model, status);
+  memory?.written.set(
+    o.key,
     {
-      apiVersion: model.apiVersion,
-      kind: model.kind,
-      metadata: { name: model.metadata.name, namespace: model.metadata.namespace },
+      fromResourceVersion: o.cached.metadata.resourceVersion,
+      resourceVersion: applied?.metadata?.resourceVersion,
       status,
     },
-    { fieldManager, force: true, signal: ctx.signal },
+    now,
   );
-  if (written)
-    rememberWritten(
-      written,
-      o.key,
-      {
-        fromResourceVersion: o.cached.metadata.resourceVersion,
-        resourceVersion: applied?.metadata?.resourceVersion,
-        status,
-      },
-      now,
-    );
   const event = statusEvent(model.status, status);
   if (event) ctx.recorder.event(model, event.type, event.reason, event.message);
   const step = canaryEvent(model.status?.canary, status.canary);

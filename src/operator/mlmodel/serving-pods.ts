@@ -1,8 +1,8 @@
 /**
  * A model's serving pods, read from the API server only when its Deployment does not say all
  * that status needs. They are not watched (caches.ts: only a canary's pods are): watched, they
- * brought 3 events per image-path model (created, scheduled, running and ready), 3 of its 10,
- * and about a seventh of the operator's CPU per model (issue 15, bench/README.md phase L).
+ * would bring 3 events per image-path model (created, scheduled, running and ready), 3 of its
+ * 10, and about a seventh of the operator's CPU per model.
  *
  * The Deployment (watched) counts its pods: replicas, updated, ready, available. Once it has
  * rolled out its generation and every desired replica is of its template, ready and available
@@ -22,7 +22,7 @@ import { builtinKinds, type KubeObject } from "../../runtime/index.ts";
 import { childNames, selectorString, servingSelector } from "../names.ts";
 import type { ModelClient, ReadContext } from "./context.ts";
 import { lookAfter } from "./download-pods.ts";
-import type { Observation } from "./observe.ts";
+import type { Observation } from "./observation.ts";
 
 /**
  * Whether the Deployment's own counts say everything about its pods: the Deployment controller

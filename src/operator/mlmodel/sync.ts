@@ -14,20 +14,23 @@ import { builtinKinds, controllerOwnerRef } from "../../runtime/index.ts";
 import { servingPodTemplate } from "../desired.ts";
 import type { OperatorConfig, ServingPlan } from "../plan.ts";
 import { jobState } from "../status.ts";
+import { TtlMap } from "../ttl-map.ts";
 import { referenceKey } from "./caches.ts";
 import { desiredCanaryServing } from "./canary.ts";
-import type { CreatedSecrets, WriteContext } from "./context.ts";
+import type { WriteContext } from "./context.ts";
 import type { Decision } from "./decide.ts";
-import type { Observation } from "./observe.ts";
+import type { ModelMemory } from "./memory.ts";
+import type { Observation } from "./observation.ts";
 import { type DownloadResult, syncDownload } from "./syncers/download.ts";
 import { recordRevision } from "./syncers/revision.ts";
 import { desiredServing, type ServingSet, servingChildren, syncServing } from "./syncers/serving.ts";
 import { syncStorage } from "./syncers/storage.ts";
 import { syncUriSecrets } from "./syncers/uri-secret.ts";
+import { noWaits, type Waits, wakeAfter } from "./wake-up.ts";
 
 export interface SyncOptions extends OperatorConfig {
-  /** Kept across reconciles by the controller (see CreatedSecrets). */
-  createdSecrets?: CreatedSecrets;
+  /** Kept across reconciles by the controller; without it nothing is remembered. */
+  memory?: ModelMemory;
 }
 
 export interface Synced {
@@ -41,8 +44,8 @@ export interface Synced {
   downloadPlan?: ServingPlan;
   /** Every download Job in use (the stable's and a canary's): cleanup keeps them. */
   jobs: readonly V1Job[];
-  /** A stale download Job was deleted: reconcile again soon. */
-  retryLater?: boolean;
+  /** A stale download Job was deleted: its replacement is created by a reconcile soon after. */
+  waits: Waits;
   /** The serving children as they now stand (as observed when they were not synced). */
   serving: ServingSet;
 }
@@ -69,7 +72,7 @@ export async function syncChildren(
     plans: d.uriSecretPlans,
     revisions,
     references: o.references,
-    created: config.createdSecrets ?? new Map(),
+    created: config.memory?.createdSecrets ?? new TtlMap(),
     now: Date.parse(o.now),
   });
   return { revisions, ...(await syncRest(ctx, o, d, config)) };
@@ -92,7 +95,7 @@ async function syncRest(
 ): Promise<Omit<Synced, "revisions">> {
   const live = servingChildren(o.children);
   const plan = d.plan;
-  if (!plan || d.missing.length > 0 || d.deleting) return { serving: live, jobs: [] };
+  if (!plan || d.missing.length > 0 || d.deleting) return { serving: live, jobs: [], waits: noWaits };
 
   const owner = controllerOwnerRef(o.model);
   await syncStorage(ctx, plan, owner, o.children.claims);
@@ -112,10 +115,20 @@ async function syncRest(
     ...(reported?.job ? { job: reported.job } : {}),
     downloadPlan: separate ?? plan,
     jobs,
-    ...(download.retryLater || canaryDownload?.retryLater ? { retryLater: true } : {}),
     serving,
+    waits: {
+      wakes: wakeAfter(
+        "download Job replaced",
+        Date.parse(o.now),
+        download.retryLater || canaryDownload?.retryLater ? replaceJobAfterMs : undefined,
+      ),
+      over: [],
+    },
   };
 }
+
+/** A deleted download Job is replaced by the next reconcile, this soon. */
+const replaceJobAfterMs = 1000;
 
 function jobNameOf(plan: ServingPlan): string | undefined {
   return plan.source.type === "download" ? plan.source.jobName : undefined;

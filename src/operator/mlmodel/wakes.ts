@@ -3,8 +3,7 @@
  * update (selectedChangedPredicate). The cluster updates a model's children many times that
  * change none of them: a download pod's Job-tracking finalizer removed, its IP and start time
  * set, a Job's `ready` and `terminating` counts, the timestamps of a condition whose status did
- * not change. Each was a reconcile that wrote nothing (issue 15: 10 to 21 reconciles per
- * downloaded model; bench/README.md has the profile and the counts).
+ * not change. Each would be a reconcile that writes nothing, several per downloaded model.
  *
  * What is read, and so kept here: the labels and annotations of ours (an edit or removal of
  * one is drift; other managers' are not), the deletion mark and the owners, the spec (by
@@ -22,6 +21,7 @@ import {
   type ResourceKind,
   selectedChangedPredicate,
 } from "../../runtime/index.ts";
+import { TtlMap } from "../ttl-map.ts";
 import type { ModelClient } from "./context.ts";
 
 /** Our own label and annotation keys (serving.mlmodel.dev/...) and the standard app ones we set. */
@@ -107,8 +107,8 @@ export const statusWakes: Predicate = selectedChangedPredicate<Child>((o) => [
 
 /**
  * A claim's spec but its volumeName: the volume binder sets it a moment before the claim's
- * phase says Bound (the update that is read); no desired claim sets it, so drift never reads it
- * (issue 15: on the download path, 0.65 reconciles per model that wrote nothing).
+ * phase says Bound (the update that is read); no desired claim sets it, so drift never reads it,
+ * and its update alone would be a reconcile that writes nothing.
  */
 function specRead(o: Readonly<Child>): unknown {
   const spec = o.spec as { volumeName?: string } | undefined;
@@ -129,8 +129,8 @@ export const specWakes: Predicate = selectedChangedPredicate<Child & { data?: un
  * conditions that only precede the end (SuccessCriteriaMet, FailureTarget). Of the pods that
  * ended but are not counted yet (uncountedTerminatedPods) only the failed ones: a download Job
  * runs one pod to completion, so a succeeded pod is always followed by the Job's Complete,
- * which wakes (and is read with its count). At N = 20 on the download path the Job's start
- * and its success criteria met were 1.4 to 1.6 reconciles per model that wrote nothing (issue 15).
+ * which wakes (and is read with its count). The Job's start and its success criteria met
+ * would each be a reconcile that writes nothing.
  */
 export const jobWakes: Predicate = selectedChangedPredicate<Child>((o) => {
   const s = o.status ?? {};
@@ -209,8 +209,8 @@ export const podWakes: Predicate = selectedChangedPredicate<
  * The echoes of the operator's own child creates, which wake nobody. Every child the reconcile
  * creates comes back through its watch as an add; its model was just reconciled with that
  * child in view (the syncers return what they applied), so the add alone would only reconcile
- * it again to write nothing: at N = 5,000, a revision, a Deployment and a Service per model,
- * each a wake that put its model at the back of the queue again (bench/README.md, phase E).
+ * it again to write nothing: a revision, a Deployment and a Service per model, each a wake
+ * that would put its model at the back of the queue again.
  *
  * `client` wraps a reconcile's client: a child applied with applyForVersion whose apply
  * created it (HTTP 201) is remembered by kind, key and the resourceVersion answered. The watch
@@ -222,13 +222,14 @@ export const podWakes: Predicate = selectedChangedPredicate<
  *   its wake-up. So updates are not remembered (a spec update still echoes, once per model).
  * - every later change (kube-controller-manager's status, pod readiness, a user's edit, a
  *   delete) has another resourceVersion and wakes; a relisted object (initial) always does.
- * - an echo that arrives before its answer was read is not known yet and wakes, as before:
+ * - an echo that arrives before its answer was read is not known yet and wakes:
  *   a missed echo costs a reconcile, never a lost wake-up. Remembered versions are forgotten
  *   once matched, and after `ttlMs` when their echo never came (the watch missed it and a
  *   relist brought the object instead).
  */
 export class OwnWrites {
-  readonly #echoes = new Map<string, { resourceVersion: string; at: number }>();
+  /** The resourceVersion of each create whose echo has not come (yet), by kind and key. */
+  readonly #echoes: TtlMap<string, string>;
   readonly #now: () => number;
   readonly ttlMs: number;
   /** Echoes dropped so far (for tests and a debug log). */
@@ -237,6 +238,7 @@ export class OwnWrites {
   constructor(opts: { ttlMs?: number; now?: () => number } = {}) {
     this.ttlMs = opts.ttlMs ?? 60_000;
     this.#now = opts.now ?? Date.now;
+    this.#echoes = new TtlMap({ ttlMs: this.ttlMs });
   }
 
   /** `client` with its applyForVersion answers remembered; every other verb passed through. */
@@ -263,7 +265,7 @@ export class OwnWrites {
       if (change.initial || change.type === "delete") return true;
       const key = prefix + keyString(objectKey(change.object));
       const echo = this.#echoes.get(key);
-      if (!echo || echo.resourceVersion !== change.object.metadata.resourceVersion) return true;
+      if (echo === undefined || echo !== change.object.metadata.resourceVersion) return true;
       this.#echoes.delete(key);
       this.dropped++;
       return false;
@@ -276,13 +278,6 @@ export class OwnWrites {
   }
 
   remember(kind: ResourceKind, obj: KubeObject, resourceVersion: string): void {
-    const now = this.#now();
-    const key = `${kindName(kind)}/${keyString(objectKey(obj))}`;
-    this.#echoes.delete(key); // re-inserted last: the map stays in order of writing
-    this.#echoes.set(key, { resourceVersion, at: now });
-    for (const [k, e] of this.#echoes) {
-      if (now - e.at < this.ttlMs) break;
-      this.#echoes.delete(k);
-    }
+    this.#echoes.set(`${kindName(kind)}/${keyString(objectKey(obj))}`, resourceVersion, this.#now());
   }
 }

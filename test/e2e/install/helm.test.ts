@@ -11,6 +11,7 @@ import { after, before, describe, it } from "node:test";
 import { managerDeployment, runtimeObjects } from "../../../scripts/gen-install.ts";
 import { install } from "../../../src/install/install.ts";
 import { rulesFor } from "../../../src/install/manifests.ts";
+import { admissionPolicies, policySpec } from "../../../src/install/policies.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
 import { builtinKinds, KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
@@ -71,6 +72,28 @@ describe("Helm chart deploy/helm/mlmodel-operator", () => {
     );
     assert.equal(find(objects, "Service", "rel-mlmodel-operator-metrics").length, 1);
     assert.equal(find(objects, "ServiceMonitor").length, 0, "ServiceMonitor is opt-in");
+  });
+
+  it("renders the install's admission policies, matching the release's ServiceAccount", () => {
+    const objects = render([], "ops");
+    const policies = find(objects, "ValidatingAdmissionPolicy");
+    assert.deepEqual(
+      policies.map((p) => p.metadata.name),
+      admissionPolicies.map((p) => `rel-mlmodel-operator-${p.suffix}`),
+    );
+    for (const [i, policy] of admissionPolicies.entries())
+      assert.deepEqual(
+        policies[i]!.spec,
+        policySpec(policy, "system:serviceaccount:ops:rel-mlmodel-operator"),
+        policy.suffix,
+      );
+    assert.deepEqual(
+      find(objects, "ValidatingAdmissionPolicyBinding").map((b) => [
+        b.spec.policyName,
+        b.spec.validationActions,
+      ]),
+      policies.map((p) => [p.metadata.name, ["Deny"]]),
+    );
   });
 
   const cases: { name: string; set: string[]; check: (objects: Obj[]) => void }[] = [

@@ -230,6 +230,8 @@ describe("dist/install.yaml on a fresh local control plane", () => {
       }
     }
     const outside: [string, string, string, string?][] = [
+      // Its Secret cache lists and watches metadata only; it never reads a Secret by name.
+      ["get", "", "secrets"],
       ["patch", "", "secrets"],
       ["update", "", "secrets"],
       ["delete", "", "secrets"],

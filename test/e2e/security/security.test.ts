@@ -530,6 +530,7 @@ describe("security", () => {
     const denied: [string, string, string, string?, string?][] = [
       ["create", "pods", ""],
       ["create", "pods", "", ns.name, "exec"],
+      ["get", "secrets", ""],
       ["patch", "secrets", ""],
       ["update", "secrets", ""],
       ["delete", "secrets", ""],
@@ -566,11 +567,12 @@ describe("security", () => {
     const kc = new KubeConfig();
     kc.loadFromFile(opKubeconfig);
     const asOperator = KubeClient.fromKubeConfig(kc);
+    // Named and labelled as a download identity, which the install's admission policy requires.
     const role = (name: string, rules: object[]) =>
       ({
         apiVersion: "rbac.authorization.k8s.io/v1",
         kind: "Role",
-        metadata: { name, namespace: ns.name },
+        metadata: { name: childNames.downloader(name), namespace: ns.name, labels: { [labels.model]: name } },
         rules,
       }) as KubeObject;
     const code = (p: Promise<unknown>) =>
@@ -580,7 +582,7 @@ describe("security", () => {
       );
     // What the download identity needs (the operator holds patch on mlmodels/status itself).
     assert.equal(
-      await code(asOperator.create(builtinKinds.Role, role("dl-like", [downloaderRoleRule("secure")]))),
+      await code(asOperator.create(builtinKinds.Role, role("dl-like", [downloaderRoleRule("dl-like")]))),
       200,
     );
     // Anything more is refused by the API server's escalation check.

@@ -12,12 +12,18 @@
  *     inside a test's timeout. The run's real node imports them.
  * Each says "unavailable" (its tests are then skipped, with the reason) only where the machine
  * can never have it: not Linux, not root, no overlayfs or writable cgroups, not x86-64.
+ * `requiredOn` says which of them CI requires of its machine (MLMODEL_TEST_REQUIRE).
  */
 import {
   ensureRealNodePrerequisites,
   realNodePrerequisitesMissing,
   realNodeSupport,
 } from "../../../src/cluster/index.ts";
+import {
+  type MachineKind,
+  machineKindProblem,
+  thisMachine,
+} from "../../../src/cluster/node/prerequisites.ts";
 import {
   cachedImage,
   ensureImage,
@@ -28,10 +34,22 @@ import {
 } from "../../../src/images/index.ts";
 import type { CheckResult, Prerequisite } from "./engine.ts";
 
+/**
+ * What CI requires (MLMODEL_TEST_REQUIRE) of a machine of this kind: real-node and images
+ * wherever the kind of machine can host them (Linux, root, x86-64: the checks' own machine
+ * tests), so that such a machine whose kernel or packages cannot host them fails the run
+ * instead of skipping every real-pod test. Not the checks themselves: a requirement decided by
+ * whether the check passes would never fail.
+ */
+export function requiredOn(machine: MachineKind = thisMachine()): string[] {
+  if (machineKindProblem(machine) !== undefined || machine.arch !== "x64") return [];
+  return [realNode.name, images.name];
+}
+
 export const realNode: Prerequisite = {
   name: "real-node",
   summary:
-    "a real node's Debian packages (containerd, runc, CNI plugins, iptables), kubelet and kube-proxy (cold: ~4 min), local-path-provisioner (cold: ~8 min) and its pause and busybox images",
+    "a real node's Debian packages (containerd, runc, CNI plugins, iptables), local-path-provisioner (cold: ~8 min), then kubelet and kube-proxy once the control plane's Kubernetes build is done, from its compiled packages (2-4 min), and its pause and busybox images",
   async check(): Promise<CheckResult> {
     const support = await realNodeSupport();
     if (!support.ok)

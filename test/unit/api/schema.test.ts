@@ -99,7 +99,7 @@ describe("applySchemaDefaults", () => {
     const spec: MLModelSpec = { model: { uri: "s3://bucket/resnet", format: "tensorflow" } };
     const defaulted = applySchemaDefaults(mlModelSpecSchema, spec);
     assert.deepEqual(defaulted, {
-      model: { uri: "s3://bucket/resnet", format: "tensorflow" },
+      model: { uri: "s3://bucket/resnet", format: "tensorflow", downloadDeadlineSeconds: 21600 },
       endpoint: { serviceType: "ClusterIP" },
       rollout: {
         autoRollback: true,

@@ -1,11 +1,15 @@
 // test-needs: openssl
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { X509Certificate } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
+import { kwokRbac } from "../../../src/cluster/bootstrap.ts";
+import { ClusterError, down, up } from "../../../src/cluster/cluster.ts";
 import { renderKubeconfig } from "../../../src/cluster/kubeconfig.ts";
+import { nodePaths } from "../../../src/cluster/node/config.ts";
 import { kwokStagesFile, wrapperModulesDir } from "../../../src/cluster/paths.ts";
 import { generatePki } from "../../../src/cluster/pki.ts";
 import { versions } from "../../../src/cluster/versions.ts";
@@ -79,6 +83,48 @@ describe("pki", () => {
     assert.match(sans, /IP Address:127\.0\.0\.1/);
   });
 
+  it("puts only the admin in system:masters: the other components get their least-privileged identities", async () => {
+    const pki = await generatePki({ nodeName: "mlmodel-node", nodeIp: "10.77.0.1" });
+    const subject = (name: string) => new X509Certificate(pki.clients[name]!.certPem).subject.split("\n");
+    assert.deepEqual(subject("admin"), ["CN=mlmodel-admin", "O=system:masters"]);
+    assert.deepEqual(subject("kube-controller-manager"), ["CN=system:kube-controller-manager"]);
+    assert.deepEqual(subject("kube-scheduler"), ["CN=system:kube-scheduler"]);
+    assert.deepEqual(subject("kwok"), [`CN=${kwokRbac().binding.subjects![0]!.name}`]);
+    const masters = Object.keys(pki.clients).filter((name) => subject(name).includes("O=system:masters"));
+    assert.deepEqual(masters, ["admin"]);
+  });
+
+  it("gives etcd a CA of its own, under the cluster CA, that signed only etcd's and the API server's certificates", async () => {
+    const pki = await generatePki({ nodeName: "mlmodel-node", nodeIp: "10.77.0.1" });
+    const clusterCa = new X509Certificate(pki.ca.certPem);
+    const etcdCa = new X509Certificate(pki.etcd.ca);
+    assert.ok(etcdCa.ca && etcdCa.verify(clusterCa.publicKey), "etcd's CA is signed by the cluster CA");
+    const clientAuth = "1.3.6.1.5.5.7.3.2";
+    const serverAuth = "1.3.6.1.5.5.7.3.1";
+    // What etcd admits (--trusted-ca-file, --client-cert-auth): a client certificate its CA signed.
+    const admitted = (pem: string) => {
+      const cert = new X509Certificate(pem);
+      return cert.verify(etcdCa.publicKey) && (cert.keyUsage ?? []).includes(clientAuth);
+    };
+    assert.ok(admitted(pki.etcd.apiserverClient.certPem), "the API server's etcd client certificate");
+    const others = {
+      ...Object.fromEntries(
+        Object.entries(pki.clients).map(([name, pair]) => [`client ${name}`, pair.certPem]),
+      ),
+      "API server serving": pki.apiserver.certPem,
+      "kubelet serving": pki.realNode!.kubeletServing.certPem,
+      "API server towards kubelets": pki.realNode!.apiserverKubeletClient.certPem,
+    };
+    for (const [name, pem] of Object.entries(others)) assert.equal(admitted(pem), false, name);
+    // etcd's certificate comes with its CA, so that clients trusting the cluster CA verify it.
+    const [leaf, chained] = pki.etcd.server.certPem.split(/(?<=-----END CERTIFICATE-----\n)/);
+    assert.equal(chained, pki.etcd.ca);
+    const server = new X509Certificate(leaf!);
+    assert.ok(server.verify(etcdCa.publicKey));
+    assert.deepEqual([...(server.keyUsage ?? [])].sort(), [serverAuth, clientAuth].sort());
+    assert.ok(server.checkIP("127.0.0.1"), "etcd is reached at 127.0.0.1");
+  });
+
   it("renders a self-contained kubeconfig", () => {
     const text = renderKubeconfig({
       server: "https://127.0.0.1:1",
@@ -89,5 +135,41 @@ describe("pki", () => {
     });
     assert.match(text, /certificate-authority-data: Q0E=/);
     assert.match(text, /current-context: mlmodel-local/);
+  });
+});
+
+describe("a real node's cluster directory", () => {
+  it("is refused before anything starts unless only root can change it, naming the path, its mode and the fix", async () => {
+    const dir = join(scratchDir("open-cluster"), "cluster");
+    mkdirSync(dir);
+    chmodSync(dir, 0o755);
+    await assert.rejects(up({ dir, realNode: true }), (err: Error) => {
+      assert.ok(err instanceof ClusterError);
+      assert.match(
+        err.message,
+        new RegExp(`^the cluster directory ${dir} is owned by uid \\d+ with mode 0755`),
+      );
+      assert.match(err.message, new RegExp(`chmod 0700 ${dir}`));
+      return true;
+    });
+    assert.deepEqual(readdirSync(dir), [], "nothing was written into it");
+  });
+
+  it("is refused by down when it holds a node's journal that others could have written", async () => {
+    const dir = join(scratchDir("open-journal"), "cluster");
+    const journal = nodePaths(dir).journal;
+    mkdirSync(dirname(journal), { recursive: true });
+    // Whatever such a journal names (a sysctl, a bridge, a pid), down must not act on it as root.
+    writeFileSync(journal, JSON.stringify({ version: 1, processes: [] }));
+    chmodSync(dir, 0o777);
+    await assert.rejects(down(dir), (err: Error) => {
+      assert.ok(err instanceof ClusterError);
+      assert.match(
+        err.message,
+        new RegExp(`^the cluster directory ${dir} is owned by uid \\d+ with mode 0777`),
+      );
+      return true;
+    });
+    assert.ok(existsSync(journal), "left as it was");
   });
 });

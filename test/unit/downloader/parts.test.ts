@@ -1,9 +1,13 @@
 // The downloader's pure parts: URI forms, name safety, digests, backoff, progress, flags.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseSize } from "../../../src/cli/commands/download.ts";
 import { type DownloadStatus, partialDirFor } from "../../../src/downloader/contract.ts";
+import { Credentials } from "../../../src/downloader/credentials.ts";
 import { normalizeSha256, treeDigest } from "../../../src/downloader/digest.ts";
 import { mapBounded } from "../../../src/downloader/download.ts";
 import {
@@ -15,6 +19,7 @@ import {
 import { safeRelativePath } from "../../../src/downloader/paths.ts";
 import { Progress, progressLine, progressText, shortBytes } from "../../../src/downloader/progress.ts";
 import { backoffDelay } from "../../../src/downloader/retry.ts";
+import { GcsSource } from "../../../src/downloader/sources/gcs.ts";
 import { nextLink } from "../../../src/downloader/sources/hf.ts";
 import { parseHeaderLines } from "../../../src/downloader/sources/http.ts";
 import { parseContentRange, relativePath } from "../../../src/downloader/sources/source.ts";
@@ -274,8 +279,45 @@ describe("small parsers", () => {
     rejects(
       () => parseHeaderLines("ok: 1\nnot a header"),
       "InvalidArgument",
-      /MLMODEL_HTTP_HEADERS line 2 "not a header"/,
+      /MLMODEL_HTTP_HEADERS line 2 is not a header: it has no "Name:" before its value/,
     );
+  });
+  it("never echoes a bad header line: it may hold the secret", () => {
+    const canary = "canaryHeaderSecret0123456789";
+    for (const text of [`X-Api-Key ${canary}`, `X Api Key: ${canary}`, `${canary}`, `: ${canary}`]) {
+      assert.throws(
+        () => parseHeaderLines(`ok: 1\n${text}`),
+        (err: unknown) => {
+          assert.ok(err instanceof DownloadError);
+          const shown = `${err.message}; ${err.hint}`;
+          assert.match(shown, /MLMODEL_HTTP_HEADERS line 2/);
+          assert.ok(!shown.includes(canary), shown);
+          return true;
+        },
+      );
+    }
+  });
+  it("never echoes a service-account key file that is not JSON: it may be the key itself", () => {
+    const dir = mkdtempSync(join(tmpdir(), "mlmodel-sa-"));
+    try {
+      const canary = "canaryServiceAccountSecret0123";
+      const path = join(dir, "key.json");
+      writeFileSync(path, canary);
+      const creds = new Credentials({ GOOGLE_APPLICATION_CREDENTIALS: path, MLMODEL_CREDENTIALS_DIR: dir });
+      const limits = { requestTimeoutMs: 1000, maxListPages: 10 };
+      assert.throws(
+        () => new GcsSource({ bucket: "b", key: "k" }, creds, limits),
+        (err: unknown) => {
+          assert.ok(err instanceof DownloadError);
+          assert.equal(err.reason, "InvalidArgument");
+          assert.match(err.message, /service-account key .*key\.json is not JSON/);
+          assert.ok(!`${err.message}; ${err.hint}`.includes(canary), err.message);
+          return true;
+        },
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
   it("parses Content-Range and Link", () => {
     assert.deepEqual(parseContentRange("bytes 100-199/1000"), { start: 100, total: 1000 });

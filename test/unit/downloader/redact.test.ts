@@ -194,3 +194,109 @@ describe("uriScrubber", () => {
     );
   });
 });
+
+// Canary values: each must show nowhere in what is displayed, whichever function displays it.
+const canaries = {
+  github: "ghp_CanaryGithubToken0123456789abcdefghij",
+  openai: "sk-proj-Canary0penAiKey0123456789abcdef",
+  awsKey: "AKIACANARY0123456789",
+  dropbox: "c4n4rydr0pb0xk3y",
+  matrix: "canaryMatrixValue42",
+  encoded: "canaryEncodedQuery42",
+  asName: jwt,
+  bearer: "canaryBearerOpaque0123456789",
+  googSig: "c4n4ry0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+};
+
+// [what, exact, shown]: each exact form holds exactly one canary.
+const missed: [string, string, string][] = [
+  ["a GitHub token in a path", `https://host/${canaries.github}/m.bin`, "https://host/REDACTED/m.bin"],
+  ["an sk- API key in a path", `https://host/keys/${canaries.openai}/m`, "https://host/keys/REDACTED/m"],
+  ["an AWS access key in a path", `https://host/${canaries.awsKey}/m.bin`, "https://host/REDACTED/m.bin"],
+  [
+    "a Dropbox shared-link key",
+    `https://www.dropbox.com/s/${canaries.dropbox}/model.tgz?dl=1`,
+    "https://www.dropbox.com/s/REDACTED/model.tgz?dl=REDACTED",
+  ],
+  [
+    "a Dropbox shared-folder key",
+    `https://www.dropbox.com/scl/fi/${canaries.dropbox}/model.tgz`,
+    "https://www.dropbox.com/scl/fi/REDACTED/model.tgz",
+  ],
+  [
+    "a ;token= matrix parameter",
+    `https://host/models;token=${canaries.matrix}/m.bin`,
+    "https://host/models;token=REDACTED/m.bin",
+  ],
+  [
+    "a percent-encoded query in the path",
+    `https://host/fetch/m.bin%3Ftoken%3D${canaries.encoded}%26v%3D1`,
+    "https://host/fetch/m.bin%3Ftoken%3DREDACTED%26v%3DREDACTED",
+  ],
+  [
+    "a JWT as a parameter name",
+    `https://host/m.bin?${canaries.asName}=1`,
+    "https://host/m.bin?REDACTED=REDACTED",
+  ],
+];
+
+describe("redaction of secrets outside the query's values", () => {
+  for (const [what, exact, shown] of missed) {
+    it(`${what}: redactUri, redactText and uriScrubber hide it`, () => {
+      assert.equal(redactUri(exact), shown);
+      assert.equal(redactUri(shown), shown, "redacting twice changes nothing");
+      assert.ok(uriHasSecrets(exact), "a URI that holds it does not travel in Job args");
+      const sentence = `GET ${exact} failed; retrying ${exact}.`;
+      // A server may echo the secret alone, outside any URI: the scrubber of the exact URI knows it.
+      const bare = Object.values(canaries).filter((c) => exact.includes(c));
+      assert.equal(bare.length, 1);
+      const echoed = `the server said: ${bare[0]} is not valid`;
+      for (const out of [
+        redactUri(exact),
+        redactText(sentence),
+        uriScrubber(exact)(sentence),
+        uriScrubber(exact)(echoed),
+      ])
+        for (const canary of Object.values(canaries)) assert.ok(!out.includes(canary), `${canary} in ${out}`);
+    });
+  }
+
+  it("hides Authorization and X-Goog-Signature written as headers in text", () => {
+    const texts = [
+      `request headers: Authorization: Bearer ${canaries.bearer}\nX-Goog-Signature: ${canaries.googSig}`,
+      `{"authorization":"Bearer ${canaries.bearer}","x-goog-signature":"${canaries.googSig}"}`,
+      `headers { authorization: 'Bearer ${canaries.bearer}', 'X-Goog-Signature': '${canaries.googSig}' }`,
+    ];
+    for (const text of texts) {
+      const out = redactText(text);
+      assert.ok(!out.includes(canaries.bearer) && !out.includes(canaries.googSig), out);
+      assert.equal(redactText(out), out, "redacting twice changes nothing");
+    }
+    assert.equal(
+      redactText(`Authorization: Bearer ${canaries.bearer}; check HF_TOKEN`),
+      "Authorization: Bearer REDACTED; check HF_TOKEN",
+    );
+    assert.doesNotThrow(() => JSON.parse(redactText(texts[1]!)), "JSON stays JSON");
+  });
+
+  it("hides a percent-encoded credential parameter outside a URI", () => {
+    const out = redactText(`GET /fetch/m.bin%3Ftoken%3D${canaries.encoded} answered 403`);
+    assert.equal(out, "GET /fetch/m.bin%3Ftoken%3DREDACTED answered 403");
+  });
+
+  it("keeps ordinary paths, parameter names and words", () => {
+    for (const uri of [
+      "https://host/sk-learn/models/m.pkl",
+      "https://host/models/resnet-50/v2/m.onnx?response-content-type=x",
+      "https://github.com/org/repo/releases/download/v1.0/model.tgz",
+      "https://host/s/short/m.bin",
+    ])
+      assert.equal(redactUri(uri).split("?")[0], uri.split("?")[0], uri);
+    assert.equal(
+      redactUri("https://h/m?X-Amz-SignedHeaders=host&utm_source=a"),
+      "https://h/m?X-Amz-SignedHeaders=REDACTED&utm_source=REDACTED",
+    );
+    const text = "Unexpected token '<' in JSON; the authorization server said: try later";
+    assert.equal(redactText(text), text);
+  });
+});

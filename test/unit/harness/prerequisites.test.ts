@@ -1,5 +1,6 @@
 /** The prerequisite engine and the test files' declarations, with fake prerequisites. */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, it } from "node:test";
@@ -23,6 +24,7 @@ import {
   requireDeclared,
   runnerMarker,
 } from "../../harness/prerequisites/needs.ts";
+import { requiredOn } from "../../harness/prerequisites/real-node.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 
 /** A fake prerequisite: `check` answers `state` until `install` (if any) makes it ready. */
@@ -243,6 +245,28 @@ describe("required prerequisites (MLMODEL_TEST_REQUIRE)", () => {
     const split = splitUnavailable(files, needs, outcomes, new Set(), reg);
     assert.deepEqual(split.notRun, []);
     assert.equal(split.skipped.length, 3);
+  });
+
+  it("CI requires real-node and images of a Linux x86-64 machine running as root, and nothing elsewhere", () => {
+    const linuxRoot = { platform: "linux", arch: "x64", uid: 0 };
+    assert.deepEqual(requiredOn(linuxRoot), ["real-node", "images"]);
+    assert.deepEqual(requiredOn({ ...linuxRoot, uid: 1000 }), [], "not root");
+    assert.deepEqual(requiredOn({ ...linuxRoot, arch: "arm64" }), [], "not x86-64");
+    assert.deepEqual(requiredOn({ ...linuxRoot, platform: "darwin" }), [], "not Linux");
+    for (const name of requiredOn(linuxRoot))
+      assert.ok(
+        registry.some((p) => p.name === name),
+        `${name} is a prerequisite the runner knows`,
+      );
+  });
+
+  it("CI's script prints this machine's requirements for MLMODEL_TEST_REQUIRE", () => {
+    const printed = execFileSync(
+      process.execPath,
+      [join(repoRoot, "test", "harness", "prerequisites", "required-here.ts")],
+      { encoding: "utf8" },
+    );
+    assert.deepEqual([...requiredNames({ MLMODEL_TEST_REQUIRE: printed })], requiredOn());
   });
 });
 

@@ -114,7 +114,7 @@ describe("verdict", () => {
     assert.match(v.lines[0]!, /without reporting a summary/);
   });
 
-  it("passes with skipped and todo tests, and lists the skipped files", () => {
+  it("passes with skipped and todo tests, counting the skipped files in the summary and the verdict", () => {
     const v = verdict({
       lines: parseSummaryLines(`${JSON.stringify(total({ tests: 4, passed: 2, skipped: 1, todo: 1 }))}\n`),
       exitStatus: 0,
@@ -123,10 +123,39 @@ describe("verdict", () => {
     });
     assert.equal(v.ok, true);
     assert.deepEqual(v.lines, [
-      "# summary: 2 passed, 0 failed, 0 cancelled, 1 skipped, 1 todo (4 tests)",
-      "#   skipped file: test/e2e/x.test.ts: needs real-node, unavailable: not root",
+      "# summary: 2 passed, 0 failed, 0 cancelled, 1 skipped, 1 todo (4 tests); 1 FILE SKIPPED",
+      "#   SKIPPED FILE: test/e2e/x.test.ts: needs real-node, unavailable: not root",
+      "# PASSED WITH 1 FILE SKIPPED: their tests did not run on this machine (MLMODEL_TEST_REQUIRE=NAME makes a missing prerequisite a failure)",
+    ]);
+  });
+
+  it("says a plain PASSED only when no file was skipped", () => {
+    const v = verdict({
+      lines: [total({ tests: 2, passed: 2 })],
+      exitStatus: 0,
+      skippedFiles: [],
+      root: "/",
+    });
+    assert.deepEqual(v.lines, [
+      "# summary: 2 passed, 0 failed, 0 cancelled, 0 skipped, 0 todo (2 tests)",
       "# PASSED",
     ]);
+  });
+
+  it("names the skipped files in a failed run's verdict line too", () => {
+    const skipped = ["a", "b"].map((n) => ({ file: `test/e2e/${n}.test.ts`, reason: "needs images" }));
+    const v = verdict({
+      lines: [total({ tests: 3, failed: 1 }, false)],
+      exitStatus: 1,
+      skippedFiles: skipped,
+      root: "/",
+    });
+    assert.equal(v.ok, false);
+    assert.equal(
+      v.lines[0],
+      "# summary: 0 passed, 1 failed, 0 cancelled, 0 skipped, 0 todo (3 tests); 2 FILES SKIPPED",
+    );
+    assert.equal(v.lines.at(-1), "# FAILED: 1 failed; 2 FILES SKIPPED");
   });
 
   it("fails with the files that had to run and could not, listed", () => {

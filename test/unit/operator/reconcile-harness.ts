@@ -13,14 +13,10 @@ import { operatorAccess } from "../../../src/operator/access.ts";
 import { httpRouteKind } from "../../../src/operator/canary/desired.ts";
 import { servingPodTemplate } from "../../../src/operator/desired.ts";
 import { modelCaches } from "../../../src/operator/mlmodel/caches.ts";
-import type {
-  CreatedSecrets,
-  MLModelContext,
-  ModelClient,
-  WrittenStatuses,
-} from "../../../src/operator/mlmodel/context.ts";
+import type { MLModelContext, ModelClient } from "../../../src/operator/mlmodel/context.ts";
+import { ModelMemory } from "../../../src/operator/mlmodel/memory.ts";
 import { reconcileMLModel } from "../../../src/operator/mlmodel/reconcile.ts";
-import { countsSettleMs, type HeldRollouts } from "../../../src/operator/mlmodel/report.ts";
+import { countsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import type { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
 import { type OperatorConfig, planModel } from "../../../src/operator/plan.ts";
 import { resolveRuntime } from "../../../src/operator/runtime-selection.ts";
@@ -293,9 +289,10 @@ export function modelWorld(spec: MLModelSpec, ...more: [ResourceKind, KubeObject
 export class World {
   readonly client = new RecordingClient();
   readonly events: RecordedEvent[] = [];
-  readonly written: WrittenStatuses = new Map();
-  readonly heldRollouts: HeldRollouts = new Map();
-  readonly createdSecrets: CreatedSecrets = new Map();
+  /** What the reconciles remember between them, as the controller keeps it. */
+  readonly memory = new ModelMemory();
+  readonly written = this.memory.written;
+  readonly heldRollouts = this.memory.heldRollouts;
   readonly config: OperatorConfig = { downloaderImage: "registry.local/mlmodel:test" };
   /** Whether the cluster serves HTTPRoutes (the Gateway API CRDs are installed). */
   gatewayServed = false;
@@ -310,7 +307,7 @@ export class World {
   tickMs = countsSettleMs;
   /**
    * A reconcile that held back a change of counts (report.ts, countsSettleMs) and wrote nothing
-   * else, or a new generation's first Deploying (HeldRollouts) whatever else it wrote, is
+   * else, or a new generation's first Deploying (held rollouts) whatever else it wrote, is
    * followed by the one the queue brings back when the time is up, as the controller would;
    * false to see the held-back reconcile alone.
    */
@@ -415,9 +412,7 @@ export class World {
       reconcileMLModel(this.context(name), {
         ...this.config,
         now: () => this.now,
-        writtenStatus: this.written,
-        createdSecrets: this.createdSecrets,
-        heldRollouts: this.heldRollouts,
+        memory: this.memory,
       });
     const before = this.client.writes.length;
     let result = await once();

@@ -19,14 +19,10 @@ import {
   secretWithoutValues,
   uriSecretModelKeys,
 } from "../../../src/operator/mlmodel/caches.ts";
-import {
-  forgetExpired,
-  rememberWritten,
-  type WrittenStatuses,
-} from "../../../src/operator/mlmodel/context.ts";
 import { addMLModelController } from "../../../src/operator/mlmodel/controller.ts";
 import { decide } from "../../../src/operator/mlmodel/decide.ts";
 import { lookAgainBoundsMs, lookWhileClaimPendingMs } from "../../../src/operator/mlmodel/download-pods.ts";
+import { ModelMemory } from "../../../src/operator/mlmodel/memory.ts";
 import { observe } from "../../../src/operator/mlmodel/observe.ts";
 import { countsSettleMs, downloadCountsSettleMs } from "../../../src/operator/mlmodel/report.ts";
 import { OwnWrites } from "../../../src/operator/mlmodel/wakes.ts";
@@ -558,15 +554,15 @@ describe("reconcileMLModel: the writes of each situation", () => {
   });
 
   it("a status written is forgotten a minute later even when nothing reconciles its model again", () => {
-    const written: WrittenStatuses = new Map();
+    const { written } = new ModelMemory();
     const entry = { fromResourceVersion: "1", resourceVersion: "2", status: {} };
-    rememberWritten(written, "ml/a", entry, 0);
-    rememberWritten(written, "ml/b", entry, 30_000);
-    rememberWritten(written, "ml/a", entry, 40_000);
+    written.set("ml/a", entry, 0);
+    written.set("ml/b", entry, 30_000);
+    written.set("ml/a", entry, 40_000);
     assert.deepEqual([...written.keys()], ["ml/b", "ml/a"], "in order of writing");
-    rememberWritten(written, "ml/c", entry, 95_000);
+    written.set("ml/c", entry, 95_000);
     assert.deepEqual([...written.keys()], ["ml/a", "ml/c"]);
-    forgetExpired(written, 155_000);
+    written.expire(155_000);
     assert.deepEqual([...written.keys()], [], "swept without a write");
   });
 

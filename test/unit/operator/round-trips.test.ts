@@ -93,10 +93,7 @@ describe("the revision beside the Deployment and Service", () => {
     };
     w.followHeldCounts = false;
     const ctx = w.context();
-    const done = reconcileMLModel(
-      { ...ctx, client },
-      { ...w.config, now: () => w.now, writtenStatus: w.written, heldRollouts: w.heldRollouts },
-    );
+    const done = reconcileMLModel({ ...ctx, client }, { ...w.config, now: () => w.now, memory: w.memory });
     await new Promise((r) => setImmediate(r));
     release();
     await done;
@@ -250,9 +247,9 @@ describe("a new generation's first Deploying is held for the next status (HeldRo
     assert.equal(w.heldRollouts.size, 0);
   });
 
-  it("without a HeldRollouts map nothing is held", async () => {
+  it("without a memory nothing is held", async () => {
     const w = world(image("1"));
-    await reconcileMLModel(w.context(), { ...w.config, now: () => w.now, writtenStatus: w.written });
+    await reconcileMLModel(w.context(), { ...w.config, now: () => w.now });
     assert.equal(w.client.writes.filter((x) => x.verb === "applyStatus").length, 1);
     assert.equal(w.lastStatus()?.phase, "Deploying");
   });
@@ -320,8 +317,7 @@ describe("reconciles per model with the hold, on the runtime's Controller and qu
           const result = await reconcileMLModel(w.context(), {
             ...w.config,
             now: () => new Date(clock.now()),
-            writtenStatus: w.written,
-            heldRollouts: w.heldRollouts,
+            memory: w.memory,
           });
           w.settle(); // the caches see the writes before the next reconcile
           return result;

@@ -12,6 +12,7 @@ import {
   type WatcherEvent,
   type WatcherState,
   type WatchSource,
+  watchErrorLog,
   watcher,
 } from "../../../src/runtime/watcher.ts";
 
@@ -257,5 +258,24 @@ describe("watcher state transitions", () => {
     }
     assert.equal(retryDelay(new WatchInactivityError(5), b), 0);
     assert.equal(retryDelay(new ApiError(410, "gone"), b), 0);
+  });
+
+  it("logs a 410 expiry at debug, a silent watch or a 429 with Retry-After at info, every other error as a warning", () => {
+    const expired = new ApiError(410, "watch /api/v1/pods: 410 Expired too old resource version", {
+      reason: "Expired",
+    });
+    assert.equal(watchErrorLog(expired).level, "debug");
+    assert.match(watchErrorLog(expired).message, /relisting/);
+    assert.equal(watchErrorLog(new WatchInactivityError(150_000)).level, "info");
+    const initializing = new ApiError(429, "storage is (re)initializing", { retryAfterSeconds: 1 });
+    assert.equal(watchErrorLog(initializing).level, "info");
+    for (const err of [
+      new ApiError(403, "forbidden"),
+      new ApiError(500, "boom"),
+      new ApiError(429, "too many requests, no Retry-After"),
+      new Error("ECONNREFUSED"),
+    ]) {
+      assert.equal(watchErrorLog(err).level, "warn", String(err));
+    }
   });
 });

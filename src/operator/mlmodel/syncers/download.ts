@@ -6,7 +6,6 @@
  * Secret) change, which is how fixing the cause recovers without manual steps.
  */
 import type { V1Job } from "@kubernetes/client-node";
-import { mlModelKind } from "../../../api/kinds.ts";
 import type { MLModel, MLModelStatus } from "../../../api/mlmodel.ts";
 import { downloaderStatusFields } from "../../../downloader/contract.ts";
 import {
@@ -21,6 +20,7 @@ import { annotations, fieldManager, shortHash } from "../../names.ts";
 import type { OperatorConfig, ServingPlan } from "../../plan.ts";
 import { jobState } from "../../status.ts";
 import type { WriteContext } from "../context.ts";
+import { clearDownloadProgress } from "../status-writes.ts";
 import { withAnswer } from "./apply.ts";
 
 export interface DownloadInput {
@@ -48,7 +48,7 @@ export async function syncDownload(ctx: WriteContext, input: DownloadInput): Pro
   if (!desired) {
     // Nothing is downloaded (pvc://, an image): a past download's progress would be a claim
     // about content no longer served.
-    if (holdsProgress(input.cachedDownload)) await clearProgress(ctx, model, null);
+    if (holdsProgress(input.cachedDownload)) await clearDownloadProgress(ctx, model, null);
     return {};
   }
   const name = desired.metadata!.name!;
@@ -71,7 +71,7 @@ export async function syncDownload(ctx: WriteContext, input: DownloadInput): Pro
   if (actual) return { job: actual };
   await applyDownloadIdentity(ctx, model, plan);
   // The progress shown must be this Job's: a previous download's (Complete, 100%) goes first.
-  if (holdsProgress(input.cachedDownload)) await clearProgress(ctx, model, "progress");
+  if (holdsProgress(input.cachedDownload)) await clearDownloadProgress(ctx, model, "progress");
   // desired is the plan's (frozen, desired.ts): the annotations go on a copy.
   const job = {
     ...desired,
@@ -120,21 +120,4 @@ async function applyDownloadIdentity(ctx: WriteContext, model: MLModel, plan: Se
 function holdsProgress(download: MLModelStatus["download"]): boolean {
   const fields = download as Record<string, unknown> | undefined;
   return downloaderStatusFields.some((f) => fields?.[f] !== undefined);
-}
-
-/**
- * Removes the downloader's progress fields (a JSON merge patch: the operator cannot drop
- * fields another manager owns by applying). "progress": those fields only, the operator's
- * job/jobState/attempts stay; null: status.download as a whole (nothing is downloaded).
- */
-async function clearProgress(ctx: WriteContext, model: MLModel, what: "progress" | null): Promise<void> {
-  const download = what === null ? null : Object.fromEntries(downloaderStatusFields.map((f) => [f, null]));
-  ctx.log.info({ what: what ?? "download" }, "clearing the previous download's progress from status");
-  await ctx.client.patch(
-    mlModelKind,
-    { namespace: model.metadata.namespace!, name: model.metadata.name! },
-    { status: { download } },
-    "merge",
-    { subresource: "status", fieldManager, signal: ctx.signal },
-  );
 }

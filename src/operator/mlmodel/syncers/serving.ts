@@ -22,7 +22,7 @@ import {
 import { childNames } from "../../names.ts";
 import type { ServingPlan } from "../../plan.ts";
 import type { WriteContext } from "../context.ts";
-import type { Children } from "../observe.ts";
+import type { Children } from "../observation.ts";
 import { applySet, type Child, pruneSet, syncSet } from "./apply.ts";
 
 /** The serving children by kind. */

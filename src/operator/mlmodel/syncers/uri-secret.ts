@@ -22,9 +22,10 @@ import { desiredUriSecret, servingPodTemplate } from "../../desired.ts";
 import { fieldManager } from "../../names.ts";
 import type { ServingPlan } from "../../plan.ts";
 import { revisionHash } from "../../revisions.ts";
+import type { TtlMap } from "../../ttl-map.ts";
 import { referenceKey } from "../caches.ts";
-import type { CreatedSecrets, WriteContext } from "../context.ts";
-import type { Reference } from "../observe.ts";
+import type { WriteContext } from "../context.ts";
+import type { Reference } from "../observation.ts";
 
 export interface UriSecretInput {
   model: MLModel;
@@ -34,8 +35,8 @@ export interface UriSecretInput {
   revisions: readonly V1ControllerRevision[];
   /** Observation.references: the model's URI Secrets that exist, ours or not. */
   references: ReadonlyMap<string, Reference>;
-  /** Kept across reconciles by the controller (see CreatedSecrets). */
-  created: CreatedSecrets;
+  /** Kept across reconciles by the controller (ModelMemory.createdSecrets). */
+  created: TtlMap<string, number>;
   /** This reconcile's time, in ms since the epoch. */
   now: number;
 }
@@ -74,8 +75,7 @@ async function syncUriSecret(ctx: WriteContext, input: UriSecretInput, plan: Ser
     // Created by an earlier reconcile (or another replica) that the cache has not shown yet.
     if (!(err instanceof ApiError && err.code === 409)) throw err;
   }
-  for (const [name, until] of created) if (until <= now) created.delete(name);
-  created.set(awaited, now + awaitCreatedForMs);
+  created.set(awaited, now + awaitCreatedForMs, now);
 }
 
 /** The revision a plan serves owns its URI Secret; the model does when none is recorded yet. */
