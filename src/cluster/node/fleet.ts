@@ -158,7 +158,7 @@ export function withServer(kubeconfig: string, server: string): string {
 }
 
 /** The files a member's agents read, as the one node's (render.ts) with its own settings. */
-function memberLayout(
+export function memberLayout(
   journal: FleetJournal,
   member: MemberJournal,
   images: NodeImages,

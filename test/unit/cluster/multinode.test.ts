@@ -15,8 +15,9 @@ import { ClusterError, realNodeCount } from "../../../src/cluster/cluster.ts";
 import { loadCa, memberCredentials } from "../../../src/cluster/node/certs.ts";
 import { fleetPaths, memberOf, multiNodeDefaults, nodePaths } from "../../../src/cluster/node/config.ts";
 import { podsToEvict } from "../../../src/cluster/node/drain.ts";
-import { withServer } from "../../../src/cluster/node/fleet.ts";
+import { memberLayout, withServer } from "../../../src/cluster/node/fleet.ts";
 import { memberNetworkScript } from "../../../src/cluster/node/network.ts";
+import type { FleetJournal } from "../../../src/cluster/node/node.ts";
 import {
   cniConfig,
   containerdConfig,
@@ -37,31 +38,18 @@ const ports = {
   containerdMetrics: 20338,
 };
 
+/** Node `index`'s layout as `up` renders it, from a journal with only what the layout reads. */
 function layoutOf(index: number): NodeLayout {
-  const member = memberOf(index);
-  const paths = fleetPaths("/state/c1").member(index);
-  return {
-    paths,
-    ports,
-    nodeName: member.name,
-    nodeIp: member.nodeIp,
-    podCidr: member.podCidr,
-    bridge: "mlmodel0",
-    pauseImage: "mlmodel.local/pause:abc",
-    helperImage: "mlmodel.local/busybox:1.35.0",
-    caFile: "/state/c1/pki/ca.crt",
-    kubeletCertFile: join(paths.pki, "kubelet.crt"),
-    kubeletKeyFile: join(paths.pki, "kubelet.key"),
-    kubeletKubeconfig: join(paths.pki, "kubelet.kubeconfig"),
-    kubeProxyKubeconfig: "/state/c1/nodes/kube-proxy.kubeconfig",
-    member: {
-      podGateway: member.podGateway,
-      clusterPodCidr: multiNodeDefaults.clusterPodCidr,
-      nodeNetwork: multiNodeDefaults.nodeNetwork,
-      cgroupRoot: member.cgroupRoot,
-      labels: { "topology.kubernetes.io/zone": member.zone },
-    },
+  const member = {
+    ...memberOf(index),
+    root: fleetPaths("/state/c1").member(index).root,
+    netns: "",
+    processes: [],
   };
+  const journal = { ports } as unknown as FleetJournal;
+  const image = (name: string) => ({ name, archive: "" });
+  const images = { pause: image("mlmodel.local/pause:abc"), busybox: image("mlmodel.local/busybox:1.35.0") };
+  return memberLayout(journal, member, images, "/state/c1/pki/ca.crt");
 }
 
 describe("the nodes of a multi-node cluster", () => {
