@@ -7,7 +7,7 @@
  * storage provisioner on the host serves a node-local class and a shared one.
  *
  * As for the one node (node.ts), `prepareFleet` runs before the API server starts (lock,
- * journal, network, guard), `startFleet` once it is ready, and `teardownFleet` undoes both from
+ * journal, network, guard), `startFleet` once it is ready; `teardownFleet` (in node.ts, beside the one node's) undoes both from
  * the journal alone. The fault verbs (stop, start, partition, heal) act on one node.
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
