@@ -24,7 +24,21 @@ import { ClusterError } from "./errors.ts";
 import { installGatewayApiCrds } from "./gateway-api.ts";
 import { renderKubeconfig } from "./kubeconfig.ts";
 import { clusterNetwork } from "./network.ts";
-import { kwokTaint, realNodeDefaults } from "./node/config.ts";
+import { kwokTaint, memberOf, multiNodeDefaults, realNodeDefaults } from "./node/config.ts";
+import { DrainError, drainNode, setSchedulable } from "./node/drain.ts";
+import {
+  fleetHealth,
+  healMember,
+  importedEverywhere,
+  importImageEverywhere,
+  type MemberHealth,
+  partitionMember,
+  prepareFleet,
+  type RealNodesInfo,
+  startFleet,
+  startMember,
+  stopMember,
+} from "./node/fleet.ts";
 import { MachineLockError } from "./node/lock.ts";
 import {
   importedImages,
@@ -35,8 +49,10 @@ import {
   nodeHealthUrl,
   prepareNode,
   type RealNodeInfo,
+  readFleetJournal,
   readJournal,
   startNode,
+  teardownFleet,
   teardownNode,
 } from "./node/node.ts";
 import { ensureRealNodePrerequisites, PrerequisiteError } from "./node/prerequisites.ts";
@@ -78,6 +94,8 @@ export interface ClusterState {
   startedAt: string;
   /** Present when the cluster has a real node (`up --real-node`). */
   realNode?: RealNodeInfo;
+  /** Present when the cluster has several real nodes (`up --real-nodes N`, N >= 2). */
+  realNodes?: RealNodesInfo;
 }
 
 export interface UpOptions {
@@ -100,7 +118,12 @@ export interface UpOptions {
    * NoSchedule taint so that only pods that tolerate it land there. See docs/real-node.md.
    */
   realNode?: boolean;
-  /** Image archives to import into the real node's containerd (OCI or Docker archives). */
+  /**
+   * How many real nodes (1 to 4): 1 is `realNode`; from 2, each node runs in a network
+   * namespace of its own, with its own pod CIDR, zone and processes (node/fleet.ts).
+   */
+  realNodes?: number;
+  /** Image archives to import into the real nodes' containerd (OCI or Docker archives). */
   images?: string[];
   /** How long to wait for another cluster's real node to let go of the machine (default 0). */
   nodeLockWaitMs?: number;
@@ -216,7 +239,7 @@ async function requireRootOnlyDir(dir: string): Promise<void> {
 async function claimDir(dir: string, progress: ProgressFn, realNode: boolean): Promise<() => Promise<void>> {
   // Private from the start: it holds the cluster's keys.
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  if (realNode || (await readJournal(dir))) await requireRootOnlyDir(dir);
+  if (realNode || (await readJournal(dir)) || (await readFleetJournal(dir))) await requireRootOnlyDir(dir);
   const lockPath = join(dir, "up.lock");
   let handle: Awaited<ReturnType<typeof open>>;
   try {
@@ -256,6 +279,10 @@ async function claimDir(dir: string, progress: ProgressFn, realNode: boolean): P
     progress(`undoing the real node a previous cluster left in ${dir}`);
     await teardownNode(dir);
   }
+  if (await readFleetJournal(dir)) {
+    progress(`undoing the real nodes a previous cluster left in ${dir}`);
+    await teardownFleet(dir);
+  }
   for (const stale of [
     "state.json",
     "started.json",
@@ -265,6 +292,7 @@ async function claimDir(dir: string, progress: ProgressFn, realNode: boolean): P
     "admin.kubeconfig",
     "kubeconfigs",
     "node",
+    "nodes",
   ]) {
     await rm(join(dir, stale), { recursive: true, force: true });
   }
@@ -577,17 +605,24 @@ const portConflictAttempts = 3;
 export async function up(options: UpOptions): Promise<ClusterState> {
   const dir = resolve(options.dir);
   const progress = options.progress ?? (() => {});
-  const release = await claimDir(dir, progress, options.realNode === true);
-  const realNode: RealNodeIdentity | undefined = options.realNode
-    ? { nodeName: realNodeDefaults.nodeName, nodeIp: realNodeDefaults.nodeIp }
-    : undefined;
+  const fleetSize = realNodeCount(options);
+  const release = await claimDir(dir, progress, fleetSize > 0);
+  // Several nodes reach the API server at the host's address on their network: the identity
+  // its certificate and advertised address name.
+  const realNode: RealNodeIdentity | undefined =
+    fleetSize >= 2
+      ? { nodeName: memberOf(1).name, nodeIp: multiNodeDefaults.hostIp }
+      : fleetSize === 1
+        ? { nodeName: realNodeDefaults.nodeName, nodeIp: realNodeDefaults.nodeIp }
+        : undefined;
   try {
     for (let attempt = 1; ; attempt++) {
       const started: ProcessRecord[] = [];
       try {
         return await startCluster(dir, options, realNode, started, progress);
       } catch (err) {
-        if (realNode) await teardownNode(dir).catch(() => {});
+        if (fleetSize >= 2) await teardownFleet(dir).catch(() => {});
+        else if (realNode) await teardownNode(dir).catch(() => {});
         for (const record of started.reverse()) await stopProcess(record, 2000);
         // A port is free when chosen and bound seconds later: another process on a busy
         // machine can take it in between. Starting over with new ports is the only cure.
@@ -607,6 +642,19 @@ export async function up(options: UpOptions): Promise<ClusterState> {
   }
 }
 
+/** The number of real nodes `options` ask for (0: kwok only); a clear error when out of range. */
+export function realNodeCount(options: Pick<UpOptions, "realNode" | "realNodes">): number {
+  if (options.realNodes === undefined) return options.realNode ? 1 : 0;
+  const n = options.realNodes;
+  if (!Number.isInteger(n) || n < 1 || n > multiNodeDefaults.maxNodes)
+    throw new ClusterError(
+      `realNodes must be a whole number from 1 to ${multiNodeDefaults.maxNodes}, not ${n}`,
+    );
+  if (options.realNode === false)
+    throw new ClusterError(`realNode: false contradicts realNodes: ${n}; give one of them`);
+  return n;
+}
+
 const isPortConflict = (err: ComponentError) => /address already in use/.test(err.message);
 
 async function startCluster(
@@ -620,7 +668,17 @@ async function startCluster(
   const paths = await ensureBinaries(progress);
   const t0 = Date.now();
   const ports = await allocatePorts(options.apiserverPort);
-  if (realNode) {
+  const fleetSize = realNodeCount(options);
+  if (fleetSize >= 2) {
+    await prepareFleet({
+      clusterDir: dir,
+      count: fleetSize,
+      apiserverPort: ports.apiserver,
+      ports: await allocateNodePorts(),
+      lockWaitMs: options.nodeLockWaitMs ?? realNodeDefaults.lockWaitMs,
+      progress,
+    });
+  } else if (realNode) {
     await prepareNode({
       clusterDir: dir,
       apiserverPort: ports.apiserver,
@@ -679,7 +737,27 @@ async function startCluster(
 
   const client = adminClient(kubeconfigPath(dir));
   let nodeInfo: RealNodeInfo | undefined;
-  if (realNode && prerequisites) {
+  let fleetInfo: RealNodesInfo | undefined;
+  if (fleetSize >= 2 && prerequisites) {
+    const kc = new KubeConfig();
+    kc.loadFromFile(kubeconfigPath(dir));
+    fleetInfo = await startFleet({
+      clusterDir: dir,
+      binaries: prerequisites.binaries,
+      images: prerequisites.images,
+      extraImages: (options.images ?? []).map((archive) => resolve(archive)),
+      credentials: {
+        caFile: join(dir, "pki", "ca.crt"),
+        caKeyFile: join(dir, "pki", "ca.key"),
+        kubeProxyKubeconfig: join(dir, "kubeconfigs", "kube-proxy.kubeconfig"),
+        provisionerKubeconfig: join(dir, "kubeconfigs", "local-path-provisioner.kubeconfig"),
+      },
+      apiserverPort: ports.apiserver,
+      kubeConfig: kc,
+      logsDir: join(dir, "logs"),
+      progress,
+    });
+  } else if (realNode && prerequisites) {
     const kc = new KubeConfig();
     kc.loadFromFile(kubeconfigPath(dir));
     const pki = (name: string) => join(dir, "pki", name);
@@ -720,7 +798,8 @@ async function startCluster(
   );
   const nodeSummary = [
     nodeInfo ? `real node ${nodeInfo.nodeName} (${nodeInfo.nodeIp})` : undefined,
-    nodes.length > 0 || !nodeInfo
+    fleetInfo ? `real nodes ${fleetInfo.nodes.map((n) => n.name).join(", ")}` : undefined,
+    nodes.length > 0 || !(nodeInfo || fleetInfo)
       ? `${nodes.length} kwok nodes${nodes.length ? ` (${nodes.join(", ")})` : ""}`
       : undefined,
   ]
@@ -741,6 +820,7 @@ async function startCluster(
     kubernetesVersion: versions.kubernetes,
     startedAt: new Date().toISOString(),
     ...(nodeInfo ? { realNode: nodeInfo } : {}),
+    ...(fleetInfo ? { realNodes: fleetInfo } : {}),
   };
   await writeState(dir, state);
   await rm(startedFile(dir), { force: true });
@@ -766,9 +846,10 @@ export async function down(dirOption: string): Promise<DownResult | undefined> {
   const state = await readState(dir);
   // No state but a node journal or started processes: an `up` killed half-way. Undone all the same.
   const journal = await readJournal(dir);
-  if (journal) await requireRootOnlyDir(dir);
+  const fleet = await readFleetJournal(dir);
+  if (journal || fleet) await requireRootOnlyDir(dir);
   const processes = state?.processes ?? (await readStarted(dir));
-  if (!state && !journal && processes.length === 0) {
+  if (!state && !journal && !fleet && processes.length === 0) {
     if (existsSync(dir)) await rm(dir, { recursive: true, force: true });
     return undefined;
   }
@@ -782,6 +863,11 @@ export async function down(dirOption: string): Promise<DownResult | undefined> {
   if (journal) {
     const running = await alive(journal.processes);
     leftovers.push(...(await teardownNode(dir)));
+    stopped.push(...running.map((r) => r.component));
+  }
+  if (fleet) {
+    const running = await alive([...fleet.processes, ...fleet.members.flatMap((m) => m.processes)]);
+    leftovers.push(...(await teardownFleet(dir)));
     stopped.push(...running.map((r) => r.component));
   }
   // Reverse start order: clients before the API server, the API server before etcd.
@@ -853,9 +939,16 @@ async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<
 }
 
 /** Health of each component of the cluster in `dir` (and of its real node), or undefined when there is none. */
-export async function status(
-  dirOption: string,
-): Promise<{ state: ClusterState; components: ComponentHealth[]; node?: NodeHealth } | undefined> {
+export async function status(dirOption: string): Promise<
+  | {
+      state: ClusterState;
+      components: ComponentHealth[];
+      node?: NodeHealth;
+      /** With several real nodes: each one's Node condition, processes and link. */
+      nodes?: (NodeHealth & { members: MemberHealth })[];
+    }
+  | undefined
+> {
   const state = await readState(resolve(dirOption));
   if (!state) return undefined;
   const components = await Promise.all(state.processes.map((record) => checkHealth(state, record)));
@@ -863,19 +956,37 @@ export async function status(
   if (state.realNode) {
     const kc = new KubeConfig();
     kc.loadFromFile(state.kubeconfig);
-    node = await nodeCondition(kc, state.realNode.nodeName).catch((err: Error) => ({
-      nodeName: state.realNode!.nodeName,
-      ready: "Unknown",
-      reason: "APIUnreachable",
-      message: err.message,
-    }));
+    node = await nodeConditionOrUnknown(kc, state.realNode.nodeName);
   }
-  return { state, components, ...(node ? { node } : {}) };
+  const nodes = state.realNodes ? await fleetStatus(state) : undefined;
+  return { state, components, ...(node ? { node } : {}), ...(nodes ? { nodes } : {}) };
+}
+
+/** A Node's condition, or Unknown with the reason when the API server does not answer. */
+const nodeConditionOrUnknown = (kc: KubeConfig, nodeName: string): Promise<NodeHealth> =>
+  nodeCondition(kc, nodeName).catch((err: Error) => ({
+    nodeName,
+    ready: "Unknown",
+    reason: "APIUnreachable",
+    message: err.message,
+  }));
+
+async function fleetStatus(state: ClusterState): Promise<(NodeHealth & { members: MemberHealth })[]> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(state.kubeconfig);
+  const members = (await fleetHealth(state.dir)) ?? [];
+  return Promise.all(
+    members.map(async (member) => ({
+      ...(await nodeConditionOrUnknown(kc, member.name)),
+      members: member,
+    })),
+  );
 }
 
 /** Imports an image archive into the real node of the cluster in `dir`; returns the image names. */
 export async function loadImage(dirOption: string, archive: string): Promise<string[]> {
   const dir = await realNodeDir(dirOption);
+  if ((await readState(dir))?.realNodes) return importImageEverywhere(dir, resolve(archive));
   return importImage(dir, resolve(archive));
 }
 
@@ -889,8 +1000,10 @@ export async function loadImageIfChanged(
   image: { ref: string; archive: string; digest: string },
 ): Promise<boolean> {
   const dir = await realNodeDir(dirOption);
-  if ((await importedImages(dir)).get(image.ref) === image.digest) return false;
-  await importImage(dir, resolve(image.archive));
+  const several = (await readState(dir))?.realNodes !== undefined;
+  const imported = several ? await importedEverywhere(dir) : await importedImages(dir);
+  if (imported.get(image.ref) === image.digest) return false;
+  await (several ? importImageEverywhere : importImage)(dir, resolve(image.archive));
   return true;
 }
 
@@ -901,7 +1014,7 @@ async function realNodeDir(dirOption: string): Promise<string> {
     throw new ClusterError(
       `no cluster in ${dir}; start one with: mlmodel cluster up --real-node --dir ${dir}`,
     );
-  if (!state.realNode)
+  if (!state.realNode && !state.realNodes)
     throw new ClusterError(
       `the cluster in ${dir} has no real node (kwok nodes run no images); start one with --real-node`,
     );
@@ -935,4 +1048,56 @@ export async function restartComponent(
     options.timeoutMs ?? 90_000,
   );
   return record;
+}
+
+/** What `mlmodel cluster node VERB NAME` does to one node. */
+export const nodeFaults = ["drain", "cordon", "uncordon", "stop", "start", "partition", "heal"] as const;
+export type NodeFault = (typeof nodeFaults)[number];
+
+/**
+ * Acts on one node: `cordon`, `uncordon` and `drain` in the Kubernetes meaning (evictions honour
+ * PodDisruptionBudgets; any node of any cluster); and, on a real node of a multi-node cluster,
+ * `stop` (kubelet, kube-proxy, containerd and every container stopped: the node goes NotReady,
+ * its pods are lost), `start` (back, until Ready), `partition` (the node cut off the network,
+ * its processes left running), `heal` (joined again, until Ready).
+ */
+export async function nodeFault(
+  dirOption: string,
+  fault: NodeFault,
+  name: string,
+  options: { progress?: ProgressFn; drainTimeoutMs?: number } = {},
+): Promise<void> {
+  const dir = resolve(dirOption);
+  const state = await readState(dir);
+  if (!state) throw new ClusterError(`no cluster in ${dir}; start one with: mlmodel cluster up --dir ${dir}`);
+  const kc = new KubeConfig();
+  kc.loadFromFile(state.kubeconfig);
+  if (fault === "cordon" || fault === "uncordon") return setSchedulable(kc, name, fault === "uncordon");
+  if (fault === "drain") {
+    await drainNode(kc, name, { progress: options.progress, timeoutMs: options.drainTimeoutMs }).catch(
+      (err: Error) => {
+        throw err instanceof DrainError ? new ClusterError(err.message) : err;
+      },
+    );
+    return;
+  }
+  if (!state.realNodes)
+    throw new ClusterError(
+      `node ${fault} acts on a real node of a multi-node cluster, and the cluster in ${dir} has none; start one with: mlmodel cluster up --real-nodes 3 --dir ${dir}`,
+    );
+  try {
+    switch (fault) {
+      case "stop":
+        return await stopMember(dir, name);
+      case "start":
+        return await startMember(dir, name, { kubeConfig: kc, logsDir: join(dir, "logs") });
+      case "partition":
+        return await partitionMember(dir, name);
+      case "heal":
+        return await healMember(dir, name, kc);
+    }
+  } catch (err) {
+    if (err instanceof NodeError || err instanceof ComponentError) throw new ClusterError(err.message);
+    throw err;
+  }
 }

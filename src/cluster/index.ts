@@ -10,7 +10,11 @@ export {
   kubeconfigPath,
   loadImage,
   loadImageIfChanged,
+  type NodeFault,
+  nodeFault,
+  nodeFaults,
   readState,
+  realNodeCount,
   restartComponent,
   status,
   type UpOptions,
@@ -18,14 +22,26 @@ export {
 } from "./cluster.ts";
 export { gatewayApiVersion, installGatewayApiCrds } from "./gateway-api.ts";
 export { clusterNetwork } from "./network.ts";
-export { kwokTaint, machineLockPath, nodePaths, realNodeDefaults } from "./node/config.ts";
+export {
+  fleetPaths,
+  kwokTaint,
+  machineLockPath,
+  memberOf,
+  multiNodeDefaults,
+  nodePaths,
+  realNodeDefaults,
+} from "./node/config.ts";
+export { DrainError, drainNode, podsToEvict, setSchedulable } from "./node/drain.ts";
+export type { MemberHealth, RealNodesInfo } from "./node/fleet.ts";
 export type { LocalImage, NodeImages } from "./node/images.ts";
 export {
   NodeError,
   type NodeHealth,
   type RealNodeInfo,
+  readFleetJournal,
   releaseRealNode,
   reserveRealNode,
+  teardownFleet,
   teardownNode,
 } from "./node/node.ts";
 export {

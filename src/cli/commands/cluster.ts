@@ -10,7 +10,10 @@ import {
   kubeconfigPath,
   kwokTaint,
   loadImage,
+  multiNodeDefaults,
   NodeError,
+  nodeFault,
+  nodeFaults,
   readState,
   realNodeDefaults,
   status,
@@ -23,7 +26,7 @@ import { CliError } from "../errors.ts";
 export const summary =
   "run a local Kubernetes control plane (etcd, apiserver, controller-manager, scheduler, kwok)";
 
-const help = `Usage: mlmodel cluster <up|down|status|kubeconfig|load-image> [--dir DIR]
+const help = `Usage: mlmodel cluster <up|down|status|kubeconfig|load-image|node> [--dir DIR]
 
 Runs Kubernetes ${versions.kubernetes} (etcd ${versions.etcd}, kwok ${versions.kwok} for fake nodes and pods)
 on 127.0.0.1. Binaries come from MLMODEL_CONTROLPLANE_BIN_DIR, else a cache in
@@ -38,7 +41,11 @@ Commands:
   down               stop every process of the cluster (and undo its real node), remove its state
   status             each component's health, and the real node's (exit 1 when any is unhealthy)
   kubeconfig         print the kubeconfig path again
-  load-image ARCHIVE import an image archive (OCI or Docker) into the real node's containerd
+  load-image ARCHIVE import an image archive (OCI or Docker) into every real node's containerd
+  node VERB NAME     act on one node: drain (evictions honour PodDisruptionBudgets), cordon,
+                     uncordon; on a node of --real-nodes N >= 2 also stop (kubelet, containerd
+                     and its pods stopped), start, partition (cut off the network, processes
+                     left running), heal
 
 Flags:
   --dir DIR             state directory (default: ${defaultClusterDir()}); one cluster per dir
@@ -46,6 +53,10 @@ Flags:
   --nodes N             (up) number of kwok nodes, the first with one nvidia.com/gpu (default 3;
                         0 with --real-node, where kwok nodes are tainted ${kwokTaint.key}=${kwokTaint.value}:${kwokTaint.effect})
   --real-node           (up) add a real node (${realNodeDefaults.nodeName}, ${realNodeDefaults.nodeIp} on bridge ${realNodeDefaults.bridge})
+  --real-nodes N        (up) N real nodes (1-${multiNodeDefaults.maxNodes}; 1 is --real-node): mlmodel-node-1..N, each in a
+                        network namespace of its own (${multiNodeDefaults.nodeNetwork} on bridge ${multiNodeDefaults.hostBridge}, pods
+                        ${multiNodeDefaults.clusterPodCidr}), zones ${multiNodeDefaults.zones.join(", ")}; StorageClasses
+                        ${multiNodeDefaults.localStorageClass} (node-local) and ${multiNodeDefaults.sharedStorageClass} (ReadWriteMany)
   --image ARCHIVE       (up --real-node) import this image archive too; repeat for more
   --node-wait SECONDS   (up --real-node) wait this long for another cluster's real node to
                         stop (default 0: fail at once, naming that cluster's dir)
@@ -59,6 +70,7 @@ Examples:
   mlmodel cluster up --dir /tmp/c2 --apiserver-port 16443
   mlmodel cluster down --dir /tmp/c2
   sudo mlmodel cluster up --real-node --image ./mlserver.tar
+  sudo mlmodel cluster up --real-nodes 3 && mlmodel cluster node partition mlmodel-node-2
   mlmodel cluster load-image ./my-image.tar`;
 
 function parse(argv: string[]) {
@@ -73,6 +85,7 @@ function parse(argv: string[]) {
         "gateway-api": { type: "boolean" },
         monitoring: { type: "boolean" },
         "real-node": { type: "boolean" },
+        "real-nodes": { type: "string" },
         image: { type: "string", multiple: true },
         "node-wait": { type: "string" },
         help: { type: "boolean", short: "h" },
@@ -105,7 +118,13 @@ export async function run(argv: string[]): Promise<number> {
   try {
     switch (action) {
       case "up": {
-        const realNode = values["real-node"] === true;
+        const realNodes = integerFlag("real-nodes", values["real-nodes"], 1, multiNodeDefaults.maxNodes);
+        if (realNodes !== undefined && values["real-node"])
+          throw new CliError(
+            "give --real-node or --real-nodes N, not both (--real-node is --real-nodes 1)",
+            2,
+          );
+        const realNode = values["real-node"] === true || realNodes !== undefined;
         if (!realNode && (values.image || values["node-wait"] !== undefined))
           throw new CliError("--image and --node-wait go with --real-node (kwok nodes run no images)", 2);
         const nodeWait = integerFlag("node-wait", values["node-wait"], 0, 86_400);
@@ -116,6 +135,7 @@ export async function run(argv: string[]): Promise<number> {
           gatewayApi: values["gateway-api"] === true,
           monitoring: values.monitoring === true,
           realNode,
+          realNodes,
           images: values.image,
           nodeLockWaitMs: nodeWait === undefined ? undefined : nodeWait * 1000,
           progress: log,
@@ -129,6 +149,14 @@ export async function run(argv: string[]): Promise<number> {
             `[cluster] local images: ${state.realNode.images.pause.name}, ${state.realNode.images.busybox.name} (imagePullPolicy: IfNotPresent or Never)`,
           );
         }
+        for (const node of state.realNodes?.nodes ?? [])
+          console.error(
+            `[cluster] real node ${node.name} at ${node.nodeIp} (pods: ${node.podCidr}, ${node.zone}); Ready in ${node.readySeconds.toFixed(1)}s`,
+          );
+        if (state.realNodes)
+          console.error(
+            `[cluster] this machine is ${state.realNodes.hostIp} to pods; StorageClasses ${state.realNodes.storageClasses.local} (default, node-local) and ${state.realNodes.storageClasses.shared} (ReadWriteMany)`,
+          );
         const prometheus = values.monitoring ? await prometheusUrl(dir) : undefined;
         if (prometheus) console.error(`[cluster] prometheus: ${prometheus} (docs/monitoring.md)`);
         console.error(`[cluster] kubeconfig: ${state.kubeconfig}`);
@@ -168,7 +196,21 @@ export async function run(argv: string[]): Promise<number> {
             `  node ${node.nodeName.padEnd(19)} ${node.kubeletVersion ?? ""} Ready=${node.ready}${why ? `  (${why})` : ""}`,
           );
         }
-        const nodeReady = !node || node.ready === "True";
+        for (const n of result.nodes ?? []) {
+          const why = [n.reason, n.message].filter(Boolean).join(": ");
+          console.log(
+            `  node ${n.nodeName.padEnd(19)} ${n.members.nodeIp} ${n.members.zone} Ready=${n.ready}${n.members.linked ? "" : " PARTITIONED"}${why ? `  (${why})` : ""}`,
+          );
+          for (const c of n.members.components)
+            console.log(
+              `    ${c.component.padEnd(22)} pid ${String(c.pid).padEnd(8)} ${c.healthy ? "healthy" : "UNHEALTHY"}  ${c.running ? (c.url ?? "running") : "not running"}`,
+            );
+        }
+        const nodeReady =
+          (!node || node.ready === "True") &&
+          (result.nodes ?? []).every(
+            (n) => n.ready === "True" && n.members.components.every((c) => c.healthy),
+          );
         return result.components.every((c) => c.healthy) && nodeReady ? 0 : 1;
       }
       case "load-image": {
@@ -181,6 +223,17 @@ export async function run(argv: string[]): Promise<number> {
         }
         return 0;
       }
+      case "node": {
+        const [, verb, name] = positionals;
+        if (!verb || !(nodeFaults as readonly string[]).includes(verb) || !name)
+          throw new CliError(
+            `usage: mlmodel cluster node ${nodeFaults.join("|")} NAME (got "${positionals.slice(1).join(" ")}")`,
+            2,
+          );
+        await nodeFault(dir, verb as (typeof nodeFaults)[number], name, { progress: log });
+        console.error(`[cluster] node ${verb} ${name}: done`);
+        return 0;
+      }
       case "kubeconfig": {
         if (!(await readState(dir)) || !existsSync(kubeconfigPath(dir))) {
           throw new CliError(`no cluster in ${dir}; start one with: mlmodel cluster up --dir ${dir}`);
@@ -190,7 +243,7 @@ export async function run(argv: string[]): Promise<number> {
       }
       default:
         throw new CliError(
-          `unknown cluster command "${action}"; expected up, down, status, kubeconfig or load-image`,
+          `unknown cluster command "${action}"; expected up, down, status, kubeconfig, load-image or node`,
           2,
         );
     }

@@ -87,7 +87,11 @@ export const cgroupRoot = "mlmodel-node";
 export const machineLockPath = "/run/mlmodel/real-node.lock";
 
 export function nodePaths(clusterDir: string) {
-  const root = join(clusterDir, "node");
+  return nodePathsAt(join(clusterDir, "node"));
+}
+
+/** Where one node keeps its state, given its own root directory. */
+export function nodePathsAt(root: string) {
   return {
     root,
     journal: join(root, "journal.json"),
@@ -112,3 +116,61 @@ export function nodePaths(clusterDir: string) {
   };
 }
 export type NodePaths = ReturnType<typeof nodePaths>;
+
+/**
+ * Several real nodes on one machine (`up --real-nodes N`, N >= 2): each node runs in a network
+ * namespace of its own, reached from the host over a veth pair on a bridge of ours, with a
+ * pod CIDR of its own (routes between the namespaces carry pod traffic across nodes).
+ */
+export const multiNodeDefaults = {
+  maxNodes: 4,
+  /** The host's bridge: every node's veth is a port of it; the host's address is on it. */
+  hostBridge: "mlmodel-nodes",
+  /** The host side of the node network: the API server's advertised address, and where pods reach this machine. */
+  hostIp: "10.78.0.1",
+  nodeNetwork: "10.78.0.0/24",
+  /** Every node's pod CIDR lies in this range (kube-proxy's clusterCIDR). */
+  clusterPodCidr: "10.77.0.0/16",
+  /** Zones the nodes are spread over, round-robin. */
+  zones: ["zone-a", "zone-b", "zone-c"],
+  /** The StorageClass whose volumes live on one node and pin their pods there (ReadWriteOnce). */
+  localStorageClass: "local-path",
+  /** The StorageClass whose volumes every node mounts at once (ReadWriteMany): one shared host directory. */
+  sharedStorageClass: "shared-path",
+} as const;
+
+/** Name, addresses, zone and cgroup of node `index` (1-based) of a multi-node cluster. */
+export function memberOf(index: number) {
+  const name = `mlmodel-node-${index}`;
+  return {
+    index,
+    name,
+    nodeIp: `10.78.0.${10 + index}`,
+    podCidr: `10.77.${index}.0/24`,
+    /** The pod bridge's address inside the node's namespace: the pods' gateway. */
+    podGateway: `10.77.${index}.1`,
+    zone: multiNodeDefaults.zones[(index - 1) % multiNodeDefaults.zones.length]!,
+    cgroupRoot: name,
+    /** The host end of the node's veth pair (the node's end is eth0 in its namespace). */
+    hostVeth: `mlmodel-veth${index}`,
+  };
+}
+export type Member = ReturnType<typeof memberOf>;
+
+/** Where a multi-node cluster keeps the state of its nodes. */
+export function fleetPaths(clusterDir: string) {
+  const root = join(clusterDir, "nodes");
+  return {
+    root,
+    journal: join(root, "journal.json"),
+    /** The ReadWriteMany class's volumes: one directory every node mounts. */
+    shared: join(root, "shared"),
+    provisionerConfig: (storageClass: string) => join(root, `${storageClass}-config.json`),
+    member: (index: number) => memberPathsAt(join(root, `node-${index}`)),
+  };
+}
+
+/** One node's state in a multi-node cluster: the one node's layout, its namespace's file and its certificates. */
+export function memberPathsAt(root: string) {
+  return { ...nodePathsAt(root), netns: join(root, "netns"), pki: join(root, "pki") };
+}

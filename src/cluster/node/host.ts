@@ -221,25 +221,26 @@ export async function findProcesses(match: (argv: string[]) => boolean): Promise
 }
 
 /**
- * Paths of the unix sockets that the processes `pids` hold open (their fds matched to
- * /proc/net/unix by inode). containerd's shims listen in /run/containerd/s and remove their
+ * Paths of the unix sockets that the processes `pids` hold open (their fds matched by inode to
+ * the /proc/PID/net/unix of their own network namespace). containerd's shims listen in /run/containerd/s and remove their
  * socket only when they exit cleanly: after a kill, these are what is left to remove.
  */
 export async function unixSocketsOf(pids: number[]): Promise<string[]> {
-  const inodes = new Set<string>();
+  const paths = new Set<string>();
   for (const pid of pids) {
+    const inodes = new Set<string>();
     const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
     for (const fd of fds) {
       const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => "");
       const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
       if (inode) inodes.add(inode);
     }
-  }
-  const table = await readFile("/proc/net/unix", "utf8").catch(() => "");
-  const paths = new Set<string>();
-  for (const line of table.split("\n").slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    if (fields.length >= 8 && inodes.has(fields[6]!) && fields[7]!.startsWith("/")) paths.add(fields[7]!);
+    // The table of the process's own network namespace (a node's shims run in the node's).
+    const table = await readFile(`/proc/${pid}/net/unix`, "utf8").catch(() => "");
+    for (const line of table.split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length >= 8 && inodes.has(fields[6]!) && fields[7]!.startsWith("/")) paths.add(fields[7]!);
+    }
   }
   return [...paths];
 }

@@ -206,3 +206,82 @@ export async function deleteBridge(name: string): Promise<void> {
   }
   await run("ip", ["link", "del", name]);
 }
+
+// --- the node network of a multi-node cluster ------------------------------------------------
+
+export interface NetworkMember {
+  nodeIp: string;
+  podCidr: string;
+  hostVeth: string;
+  /** A file the node's network namespace is bind-mounted on (its lifetime is that mount's). */
+  netns: string;
+}
+
+/**
+ * The commands, run inside one node's namespace, that give it its address, its loopback, IP
+ * forwarding (pod traffic to and from other nodes passes through it) and a route to each other
+ * node's pods. No default route: nothing the node or its pods send can leave this machine.
+ */
+export function memberNetworkScript(member: NetworkMember, others: NetworkMember[], prefix: string): string {
+  return [
+    "ip link set lo up",
+    `ip addr add ${member.nodeIp}/${prefix} dev eth0`,
+    "ip link set eth0 up",
+    "echo 1 > /proc/sys/net/ipv4/ip_forward",
+    "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
+    ...others.map((other) => `ip route add ${other.podCidr} via ${other.nodeIp} dev eth0`),
+  ].join("\n");
+}
+
+/**
+ * The host's bridge (with the host's address on the node network), one network namespace per
+ * node joined to it by a veth pair, and on the host a route to each node's pods through it.
+ */
+export async function createNodeNetwork(
+  hostBridge: string,
+  hostIp: string,
+  nodeNetwork: string,
+  members: NetworkMember[],
+): Promise<void> {
+  const prefix = nodeNetwork.split("/")[1]!;
+  await createBridge(hostBridge, hostIp, nodeNetwork);
+  for (const member of members) {
+    await runChecked("unshare", [`--net=${member.netns}`, "true"]);
+    await runChecked("ip", [
+      "link",
+      "add",
+      member.hostVeth,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0",
+      "netns",
+      member.netns,
+    ]);
+    await writeSysctl(`net.ipv6.conf.${member.hostVeth}.disable_ipv6`, "1").catch(() => {});
+    await runChecked("ip", ["link", "set", member.hostVeth, "master", hostBridge, "up"]);
+    const others = members.filter((m) => m !== member);
+    await runChecked("nsenter", [
+      `--net=${member.netns}`,
+      "sh",
+      "-ec",
+      memberNetworkScript(member, others, prefix),
+    ]);
+    await runChecked("ip", ["route", "add", member.podCidr, "via", member.nodeIp, "dev", hostBridge]);
+  }
+}
+
+/**
+ * Cuts a node off the node network (its veth's host end down): the control plane, the other
+ * nodes and the host no longer reach it, nor it them, while its processes keep running.
+ */
+export async function setMemberLink(hostVeth: string, up: boolean): Promise<void> {
+  await runChecked("ip", ["link", "set", hostVeth, up ? "up" : "down"]);
+}
+
+/** Whether a node's veth is up on the host's side (a partitioned node's is down). */
+export async function memberLinkUp(hostVeth: string): Promise<boolean> {
+  const shown = await run("ip", ["-o", "link", "show", "dev", hostVeth]);
+  return shown.code === 0 && /[<,]UP[,>]/.test(shown.stdout);
+}

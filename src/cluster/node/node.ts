@@ -14,7 +14,13 @@
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, readlink, realpath, rm, rmdir, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
-import { CoreV1Api, type KubeConfig, KubernetesObjectApi, type V1Node } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+  type V1Node,
+} from "@kubernetes/client-node";
 import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
 import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil } from "../process.ts";
 import type { NodeComponent } from "../versions.ts";
@@ -22,8 +28,12 @@ import {
   cgroupRoot,
   cniNetworkName,
   fixedHostPaths,
+  fleetPaths,
   kubeletHostPaths,
+  type Member,
   machineLockPath,
+  memberPathsAt,
+  multiNodeDefaults,
   type NodePaths,
   nodePaths,
   realNodeDefaults,
@@ -79,19 +89,13 @@ export class NodeError extends Error {
 }
 
 /** What `up` recorded before changing the machine, and what it started: all `down` needs. */
-export interface NodeJournal {
+export interface NodeJournal extends MachineRecord {
   version: 1;
   nodeName: string;
   nodeIp: string;
   podCidr: string;
   bridge: string;
   ports: NodePorts;
-  /** Values before the node started (undefined: the sysctl does not exist here). */
-  sysctls: Record<string, string | undefined>;
-  /** Fixed host paths that existed before: `down` leaves them (and removes the others). */
-  preexistingPaths: string[];
-  /** nf_tables tables before (undefined: no nft here). */
-  nftTablesBefore?: string[];
   processes: ProcessRecord[];
   startedAt: string;
 }
@@ -121,22 +125,37 @@ async function writeJournal(clusterDir: string, journal: NodeJournal): Promise<v
   await writeFile(nodePaths(clusterDir).journal, `${JSON.stringify(journal, null, 2)}\n`);
 }
 
-/** A holder of the machine lock is alive while its `up` runs or any of its node's processes does. */
+/** The processes a cluster dir's node or nodes run (from the one node's journal, or the fleet's). */
+async function journalledProcesses(clusterDir: string): Promise<ProcessRecord[]> {
+  const fleet = await readFleetJournal(clusterDir);
+  return [
+    ...((await readJournal(clusterDir))?.processes ?? []),
+    ...(fleet?.processes ?? []),
+    ...(fleet?.members.flatMap((m) => m.processes) ?? []),
+  ];
+}
+
+/** A holder of the machine lock is alive while its `up` runs or any of its nodes' processes does. */
 async function holderAlive(holder: LockRecord): Promise<boolean> {
   if (await takerAlive(holder)) return true;
-  const journal = await readJournal(holder.dir);
-  for (const record of journal?.processes ?? []) if (await isOurs(record)) return true;
+  for (const record of await journalledProcesses(holder.dir)) if (await isOurs(record)) return true;
   return false;
 }
 
+/** Undoes what a dead holder of the machine left: its one node, or its several. */
+async function teardownHolder(dir: string): Promise<void> {
+  if (existsSync(fleetPaths(dir).journal)) await teardownFleet(dir, { machineWide: true });
+  else await teardownNode(dir, { machineWide: true });
+}
+
 /** True when this dir may undo machine-wide changes: it holds the node, or nobody live does. */
-async function mayTouchMachine(clusterDir: string): Promise<boolean> {
+export async function mayTouchMachine(clusterDir: string): Promise<boolean> {
   const holder = await readLock(machineLockPath);
   return !holder || holder.dir === clusterDir || !(await holderAlive(holder));
 }
 
 /** Takes the machine's real-node lock for `clusterDir`, cleaning up after a dead holder. */
-async function claimMachine(
+export async function claimMachine(
   clusterDir: string,
   options: { waitMs: number; progress: ProgressFn; reserve?: boolean },
 ): Promise<void> {
@@ -150,7 +169,7 @@ async function claimMachine(
     options.progress(
       `taking over the real node from a cluster that is gone (${takenOver.dir}); cleaning up after it`,
     );
-    await teardownNode(takenOver.dir, { machineWide: true });
+    await teardownHolder(takenOver.dir);
   }
 }
 
@@ -174,6 +193,26 @@ export async function releaseRealNode(clusterDir: string): Promise<void> {
   await releaseMachineLock(machineLockPath, resolve(clusterDir), { reservation: true });
 }
 
+/** What the machine looks like before a node changes it: what `down` restores. */
+export interface MachineRecord {
+  /** Values before the node started (undefined: the sysctl does not exist here). */
+  sysctls: Record<string, string | undefined>;
+  /** Fixed host paths that existed before: `down` leaves them (and removes the others). */
+  preexistingPaths: string[];
+  /** nf_tables tables before (undefined: no nft here). */
+  nftTablesBefore?: string[];
+}
+
+export async function recordMachine(): Promise<MachineRecord> {
+  const sysctls: Record<string, string | undefined> = {};
+  for (const name of touchedSysctls) sysctls[name] = await readSysctl(name);
+  return {
+    sysctls,
+    preexistingPaths: fixedHostPaths.filter((path) => existsSync(path)),
+    nftTablesBefore: await nftTables(),
+  };
+}
+
 export interface PrepareOptions {
   clusterDir: string;
   apiserverPort: number;
@@ -188,23 +227,9 @@ export interface PrepareOptions {
  */
 export async function prepareNode(options: PrepareOptions): Promise<void> {
   const { clusterDir, progress } = options;
-  const { takenOver } = await acquireMachineLock({
-    lockPath: machineLockPath,
-    dir: clusterDir,
-    isAlive: holderAlive,
-    waitMs: options.lockWaitMs,
-    progress,
-  });
-  if (takenOver) {
-    progress(
-      `taking over the real node from a cluster that is gone (${takenOver.dir}); cleaning up after it`,
-    );
-    await teardownNode(takenOver.dir, { machineWide: true });
-  }
+  await claimMachine(clusterDir, { waitMs: options.lockWaitMs, progress });
   const paths = nodePaths(clusterDir);
   await mkdir(paths.root, { recursive: true });
-  const sysctls: Record<string, string | undefined> = {};
-  for (const name of touchedSysctls) sysctls[name] = await readSysctl(name);
   const journal: NodeJournal = {
     version: 1,
     nodeName: realNodeDefaults.nodeName,
@@ -212,9 +237,7 @@ export async function prepareNode(options: PrepareOptions): Promise<void> {
     podCidr: realNodeDefaults.podCidr,
     bridge: realNodeDefaults.bridge,
     ports: options.ports,
-    sysctls,
-    preexistingPaths: fixedHostPaths.filter((path) => existsSync(path)),
-    nftTablesBefore: await nftTables(),
+    ...(await recordMachine()),
     processes: [],
     startedAt: new Date().toISOString(),
   };
@@ -277,7 +300,7 @@ function layoutOf(
   };
 }
 
-async function writeNodeFiles(layout: NodeLayout): Promise<void> {
+export async function writeNodeFiles(layout: NodeLayout): Promise<void> {
   const p = layout.paths;
   for (const dir of [
     p.cniConfDir,
@@ -303,13 +326,17 @@ async function writeNodeFiles(layout: NodeLayout): Promise<void> {
 /** There is no cluster DNS: see docs/real-node.md. */
 export const resolvConf = "nameserver 127.0.0.1\n";
 
-const ctrArgs = (socket: string) => ["--address", socket, "--namespace", "k8s.io"];
+export const ctrArgs = (socket: string) => ["--address", socket, "--namespace", "k8s.io"];
 
 /** Imports an image archive into the node's containerd (the `k8s.io` namespace kubelet reads). */
 export async function importImage(clusterDir: string, archive: string): Promise<string[]> {
-  const socket = nodePaths(clusterDir).containerdSocket;
+  return importImageInto(nodePaths(clusterDir).containerdSocket, archive, `in ${clusterDir}`);
+}
+
+/** Imports an image archive into the containerd at `socket` (`where` names its node in errors). */
+export async function importImageInto(socket: string, archive: string, where: string): Promise<string[]> {
   if (!existsSync(socket))
-    throw new NodeError(`no real node runs in ${clusterDir} (no containerd socket at ${socket})`);
+    throw new NodeError(`no real node runs ${where} (no containerd socket at ${socket})`);
   if (!existsSync(archive)) throw new NodeError(`image archive ${archive} does not exist`);
   const result = await run("ctr", [...ctrArgs(socket), "images", "import", archive]);
   if (result.code !== 0)
@@ -325,9 +352,12 @@ export async function importImage(clusterDir: string, archive: string): Promise<
  * shows). An image rebuilt under the same name has a new digest: compare digests, not names.
  */
 export async function importedImages(clusterDir: string): Promise<Map<string, string>> {
-  const socket = nodePaths(clusterDir).containerdSocket;
+  return importedImagesIn(nodePaths(clusterDir).containerdSocket, `in ${clusterDir}`);
+}
+
+export async function importedImagesIn(socket: string, where: string): Promise<Map<string, string>> {
   if (!existsSync(socket))
-    throw new NodeError(`no real node runs in ${clusterDir} (no containerd socket at ${socket})`);
+    throw new NodeError(`no real node runs ${where} (no containerd socket at ${socket})`);
   const result = await run("ctr", [...ctrArgs(socket), "images", "ls"]);
   if (result.code !== 0)
     throw new NodeError(
@@ -346,9 +376,12 @@ export function parseImageList(output: string): Map<string, string> {
   return images;
 }
 
-async function applyObjects(kubeConfig: KubeConfig): Promise<void> {
+export async function applyObjects(
+  kubeConfig: KubeConfig,
+  objects: KubernetesObject[] = realNodeObjects(),
+): Promise<void> {
   const api = KubernetesObjectApi.makeApiClient(kubeConfig);
-  for (const object of realNodeObjects()) {
+  for (const object of objects) {
     try {
       await api.create(object);
     } catch (err) {
@@ -357,11 +390,11 @@ async function applyObjects(kubeConfig: KubeConfig): Promise<void> {
   }
 }
 
-function readyCondition(node: V1Node | undefined) {
+export function readyCondition(node: V1Node | undefined) {
   return node?.status?.conditions?.find((c) => c.type === "Ready");
 }
 
-async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
+export async function readNode(core: CoreV1Api, name: string): Promise<V1Node | undefined> {
   try {
     return await core.readNode({ name });
   } catch {
@@ -480,19 +513,46 @@ export async function teardownNode(
   if (machineWide) await killAndWait(await pidsInCgroup(cgroupRoot));
   // 3. containerd, then the shims it started (they outlive it by design) and their children.
   for (const record of records.filter((r) => r.component === "containerd")) await stopProcess(record, 5000);
+  await killShims([paths.containerdSocket]);
+  // 4. Mounts: rootfs overlays, shm, kubelet's volume tmpfs and its root bind mount.
+  await unmountUnder([paths.root]);
+  if (!machineWide) return problems;
+  problems.push(
+    ...(await undoMachine(journal, {
+      root: paths.root,
+      bridges: [journal?.bridge ?? realNodeDefaults.bridge],
+      cgroupRoots: [cgroupRoot],
+      clusterDir,
+    })),
+  );
+  return problems;
+}
+
+/** Kills the node's shims (found by their containerd's socket in their arguments) and removes their sockets. */
+export async function killShims(containerdSockets: string[]): Promise<void> {
   const shims = await findProcesses(
-    (argv) => argv[0]?.endsWith("containerd-shim-runc-v2") === true && argv.includes(paths.containerdSocket),
+    (argv) =>
+      argv[0]?.endsWith("containerd-shim-runc-v2") === true &&
+      containerdSockets.some((s) => argv.includes(s)),
   );
   const shimSockets = await unixSocketsOf(shims);
   await killAndWait(shims);
   // A killed shim leaves its socket in /run/containerd/s (a path fixed by containerd).
   for (const socket of shimSockets.filter((path) => path.startsWith("/run/containerd/")))
     await rm(socket, { force: true });
-  // 4. Mounts: rootfs overlays, shm, kubelet's volume tmpfs and its root bind mount.
-  await unmountUnder([paths.root]);
-  if (!machineWide) return problems;
+}
 
-  // 5. Network namespaces of the pods, then the bridge (and any veth left on it).
+/**
+ * The machine-wide half of a teardown, once the node's processes are stopped and its mounts
+ * gone: pods' netns, bridges (and the veths on them), iptables chains, new empty nf_tables
+ * tables, the pods' cgroups, the fixed host paths the node created, the sysctls, the lock.
+ */
+export async function undoMachine(
+  record: MachineRecord | undefined,
+  options: { root: string; bridges: string[]; cgroupRoots: string[]; clusterDir: string },
+): Promise<string[]> {
+  const problems: string[] = [];
+  // Network namespaces of the pods, then the bridge (and any veth left on it).
   // /var/run is most often a link to /run: each directory once.
   const netnsDirs = new Set(
     await Promise.all(["/run/netns", "/var/run/netns"].map((d) => realpath(d).catch(() => d))),
@@ -504,30 +564,32 @@ export async function teardownNode(
       if (problem) problems.push(problem);
     }
   }
-  await deleteBridge(journal?.bridge ?? realNodeDefaults.bridge);
+  for (const bridge of options.bridges) await deleteBridge(bridge);
   problems.push(...(await removeNodeChains()));
-  await removeNewEmptyNftTables(journal?.nftTablesBefore);
-  // 6. cgroups (a killed process can take a moment to leave its cgroup).
-  await killAndWait(await pidsInCgroup(cgroupRoot));
-  const cgroupsLeft = await removeCgroup(cgroupRoot);
-  if (cgroupsLeft.length) problems.push(`cgroups still busy: ${cgroupsLeft.join(", ")}`);
-  // 7. Fixed host paths: kubelet's, when the node made them; in shared ones, the node's entries.
-  const preexisting = new Set<string>(journal?.preexistingPaths ?? fixedHostPaths);
+  await removeNewEmptyNftTables(record?.nftTablesBefore);
+  // cgroups (a killed process can take a moment to leave its cgroup).
+  for (const cgroup of options.cgroupRoots) {
+    await killAndWait(await pidsInCgroup(cgroup));
+    const cgroupsLeft = await removeCgroup(cgroup);
+    if (cgroupsLeft.length) problems.push(`cgroups still busy: ${cgroupsLeft.join(", ")}`);
+  }
+  // Fixed host paths: kubelet's, when the node made them; in shared ones, the node's entries.
+  const preexisting = new Set<string>(record?.preexistingPaths ?? fixedHostPaths);
   for (const path of kubeletHostPaths) {
     if (preexisting.has(path)) continue;
     await unmountUnder([path]);
     await rm(path, { recursive: true, force: true });
   }
-  if (preexisting.has("/var/log/containers")) await removeLinksInto("/var/log/containers", paths.root);
+  if (preexisting.has("/var/log/containers")) await removeLinksInto("/var/log/containers", options.root);
   const results = await readdir("/var/lib/cni/results").catch(() => [] as string[]);
   for (const name of results.filter((n) => n.startsWith(`${cniNetworkName}-`)))
     await rm(join("/var/lib/cni/results", name), { force: true });
   for (const dir of sharedHostDirs) if (!preexisting.has(dir)) await rmdir(dir).catch(() => {});
-  for (const [name, value] of Object.entries(journal?.sysctls ?? {})) {
+  for (const [name, value] of Object.entries(record?.sysctls ?? {})) {
     if (value === undefined || (await readSysctl(name)) === value) continue;
     await writeSysctl(name, value).catch((err: Error) => problems.push(`sysctl ${name}: ${err.message}`));
   }
-  await releaseMachineLock(machineLockPath, clusterDir);
+  await releaseMachineLock(machineLockPath, options.clusterDir);
   return problems;
 }
 
@@ -558,6 +620,73 @@ async function removeLinksInto(dir: string, target: string): Promise<void> {
     const link = await readlink(join(dir, name)).catch(() => "");
     if (link.startsWith(`${target}/`)) await rm(join(dir, name), { force: true });
   }
+}
+
+// --- several nodes' journal and teardown (fleet.ts starts them) ---------------------------
+
+/** One node of the fleet, as the journal keeps it. */
+export interface MemberJournal extends Member {
+  root: string;
+  netns: string;
+  /** Its containerd, kubelet and kube-proxy, as last started. */
+  processes: ProcessRecord[];
+}
+
+export interface FleetJournal extends MachineRecord {
+  version: 1;
+  hostBridge: string;
+  hostIp: string;
+  /** The same ports in every node: each node has its own network namespace. */
+  ports: NodePorts;
+  members: MemberJournal[];
+  /** Processes on the host (the storage provisioner). */
+  processes: ProcessRecord[];
+  /** The kubelet and kube-proxy the nodes run (`node start` runs them again). */
+  binaries?: NodeBinaryPaths;
+  startedAt: string;
+}
+
+export async function readFleetJournal(clusterDir: string): Promise<FleetJournal | undefined> {
+  try {
+    return JSON.parse(await readFile(fleetPaths(clusterDir).journal, "utf8")) as FleetJournal;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The containerd socket of one node of several. */
+export const memberSocketOf = (member: MemberJournal) => memberPathsAt(member.root).containerdSocket;
+
+/**
+ * Undoes the fleet of `clusterDir`: its agents and containers, every containerd and shim, the
+ * mounts under its dir (the namespaces' files among them: a namespace with no process and no
+ * mount is gone), and, when this dir holds the machine's nodes (or nobody live does), the
+ * bridge and veths, chains, cgroups, fixed host paths, sysctls and the lock. Idempotent;
+ * returns what it could not undo.
+ */
+export async function teardownFleet(
+  clusterDir: string,
+  options: { machineWide?: boolean } = {},
+): Promise<string[]> {
+  const journal = await readFleetJournal(clusterDir);
+  const paths = fleetPaths(clusterDir);
+  const machineWide = options.machineWide ?? (await mayTouchMachine(clusterDir));
+  const members = journal?.members ?? [];
+  const records = [...(journal?.processes ?? []), ...members.flatMap((m) => m.processes)];
+  await Promise.all(records.filter((r) => r.component !== "containerd").map((r) => stopProcess(r, 3000)));
+  if (machineWide) for (const member of members) await killAndWait(await pidsInCgroup(member.cgroupRoot));
+  await Promise.all(records.filter((r) => r.component === "containerd").map((r) => stopProcess(r, 5000)));
+  await killShims(members.map(memberSocketOf));
+  // A process an `up` killed half-way started but did not live to record: it names the nodes' dir.
+  await killAndWait(await findProcesses((argv) => argv.some((arg) => arg.startsWith(`${paths.root}/`))));
+  await unmountUnder([paths.root]);
+  if (!machineWide) return [];
+  return undoMachine(journal, {
+    root: paths.root,
+    bridges: [journal?.hostBridge ?? multiNodeDefaults.hostBridge],
+    cgroupRoots: members.map((m) => m.cgroupRoot),
+    clusterDir,
+  });
 }
 
 // --- health --------------------------------------------------------------------------------

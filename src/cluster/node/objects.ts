@@ -5,7 +5,7 @@
  * identity rather than system:masters.
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { realNodeDefaults } from "./config.ts";
+import { multiNodeDefaults, realNodeDefaults } from "./config.ts";
 
 /** Common names of the node's client certificates (pki.ts issues them). */
 export const nodeIdentities = {
@@ -125,6 +125,24 @@ export function realNodeObjects(): KubernetesObject[] {
       },
       provisioner: realNodeDefaults.provisionerName,
       // The volume is made on the node where its first pod is scheduled.
+      volumeBindingMode: "WaitForFirstConsumer",
+      reclaimPolicy: "Delete",
+    } as KubernetesObject,
+  ];
+}
+
+/**
+ * A multi-node cluster's objects: the one node's, and a second StorageClass whose volumes every
+ * node mounts at once (ReadWriteMany). The default class stays node-local (ReadWriteOnce).
+ */
+export function multiNodeObjects(): KubernetesObject[] {
+  return [
+    ...realNodeObjects(),
+    {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: multiNodeDefaults.sharedStorageClass },
+      provisioner: realNodeDefaults.provisionerName,
       volumeBindingMode: "WaitForFirstConsumer",
       reclaimPolicy: "Delete",
     } as KubernetesObject,

@@ -4,7 +4,7 @@
  */
 import { stringify } from "yaml";
 import { clusterNetwork } from "../network.ts";
-import { cgroupRoot, cniNetworkName, type NodePaths, realNodeDefaults } from "./config.ts";
+import { cgroupRoot, cniNetworkName, multiNodeDefaults, type NodePaths, realNodeDefaults } from "./config.ts";
 
 export interface NodePorts {
   kubelet: number;
@@ -29,7 +29,30 @@ export interface NodeLayout {
   kubeletKeyFile: string;
   kubeletKubeconfig: string;
   kubeProxyKubeconfig: string;
+  /**
+   * What a node of a multi-node cluster sets differently (each in a network namespace of its
+   * own); absent, the one real node's settings apply.
+   */
+  member?: MemberSettings;
 }
+
+export interface MemberSettings {
+  /** The pods' gateway: the pod bridge's address, which the CNI plugin gives the bridge it creates. */
+  podGateway: string;
+  /** The pod CIDR of every node (kube-proxy's clusterCIDR; pods route it to their gateway). */
+  clusterPodCidr: string;
+  /** The host's side of the node network: pods route it to their gateway too. */
+  nodeNetwork: string;
+  /** Each node's pods go in cgroups of their own. */
+  cgroupRoot: string;
+  labels: Record<string, string>;
+}
+
+/**
+ * Where health and metrics endpoints listen: loopback on the one real node; the node's own
+ * address in a multi-node cluster, whose loopback is its namespace's and out of the host's reach.
+ */
+const serveAddress = (layout: NodeLayout) => (layout.member ? layout.nodeIp : "127.0.0.1");
 
 /** containerd 1.6's config (version 2): every path under the node's dir, not the system's. */
 export function containerdConfig(layout: NodeLayout): string {
@@ -54,7 +77,7 @@ disabled_plugins = [
 
 [metrics]
   # Health of containerd for \`mlmodel cluster status\`.
-  address = "127.0.0.1:${layout.ports.containerdMetrics}"
+  address = "${serveAddress(layout)}:${layout.ports.containerdMetrics}"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = ${JSON.stringify(p.containerdOpt)}
@@ -135,8 +158,14 @@ export function cniConfig(layout: NodeLayout): string {
           ipam: {
             type: "host-local",
             dataDir: layout.paths.cniIpamDir,
-            ranges: [[{ subnet: layout.podCidr, gateway: layout.nodeIp }]],
-            routes: [{ dst: clusterNetwork.serviceCidr }],
+            ranges: [[{ subnet: layout.podCidr, gateway: layout.member?.podGateway ?? layout.nodeIp }]],
+            routes: [
+              { dst: clusterNetwork.serviceCidr },
+              // Other nodes' pods and the host: through the gateway, over the node's routes.
+              ...(layout.member
+                ? [{ dst: layout.member.clusterPodCidr }, { dst: layout.member.nodeNetwork }]
+                : []),
+            ],
           },
         },
         { type: "portmap", capabilities: { portMappings: true } },
@@ -156,7 +185,7 @@ export function kubeletConfig(layout: NodeLayout): string {
     address: layout.nodeIp,
     port: layout.ports.kubelet,
     readOnlyPort: 0,
-    healthzBindAddress: "127.0.0.1",
+    healthzBindAddress: serveAddress(layout),
     healthzPort: layout.ports.kubeletHealthz,
     authentication: {
       anonymous: { enabled: false },
@@ -172,7 +201,7 @@ export function kubeletConfig(layout: NodeLayout): string {
     // cgroup v1 hosts (CI) are refused by default since 1.35.
     failCgroupV1: false,
     cgroupDriver: "cgroupfs",
-    cgroupRoot: `/${cgroupRoot}`,
+    cgroupRoot: `/${layout.member?.cgroupRoot ?? cgroupRoot}`,
     failSwapOn: false,
     // A shared developer machine: no reservations, no evictions, no disk accounting. Limits
     // on pods are still enforced by their own cgroups (a too-small limit is a real OOMKill).
@@ -194,7 +223,9 @@ export function kubeletConfig(layout: NodeLayout): string {
 }
 
 export function kubeletArgs(layout: NodeLayout): string[] {
-  const labels = Object.entries(realNodeDefaults.nodeLabel).map(([k, v]) => `${k}=${v}`);
+  const labels = Object.entries({ ...realNodeDefaults.nodeLabel, ...layout.member?.labels }).map(
+    ([k, v]) => `${k}=${v}`,
+  );
   return [
     `--config=${layout.paths.kubeletConfig}`,
     `--kubeconfig=${layout.kubeletKubeconfig}`,
@@ -215,10 +246,10 @@ export function kubeProxyConfig(layout: NodeLayout): string {
     clientConnection: { kubeconfig: layout.kubeProxyKubeconfig },
     hostnameOverride: layout.nodeName,
     mode: "iptables",
-    clusterCIDR: layout.podCidr,
+    clusterCIDR: layout.member?.clusterPodCidr ?? layout.podCidr,
     bindAddress: "127.0.0.1",
-    healthzBindAddress: `127.0.0.1:${layout.ports.kubeProxyHealthz}`,
-    metricsBindAddress: `127.0.0.1:${layout.ports.kubeProxyMetrics}`,
+    healthzBindAddress: `${serveAddress(layout)}:${layout.ports.kubeProxyHealthz}`,
+    metricsBindAddress: `${serveAddress(layout)}:${layout.ports.kubeProxyMetrics}`,
     // NodePorts answer on the bridge address only, never on the machine's other interfaces.
     nodePortAddresses: [`${layout.nodeIp}/32`],
     // Zeroes leave the machine's conntrack sysctls as they are.
@@ -255,14 +286,47 @@ export function provisionerHelperPod(layout: NodeLayout): string {
 }
 
 export function provisionerArgs(layout: NodeLayout, kubeconfig: string): string[] {
+  return provisionerArgsFor(
+    { config: layout.paths.provisionerConfig, helperPod: layout.paths.provisionerHelperPod },
+    layout.helperImage,
+    kubeconfig,
+  );
+}
+
+/**
+ * The provisioner of a multi-node cluster: one StorageClass whose volumes are directories on
+ * the node where their first pod is scheduled (the PersistentVolume pins its pods to that node),
+ * and one whose volumes are directories of a host directory every node mounts (no node
+ * affinity, ReadWriteMany). One provisioner serves both (a config per class).
+ */
+export function fleetProvisionerConfig(volumesByNode: Record<string, string>, sharedPath: string): string {
+  return `${JSON.stringify(
+    {
+      storageClassConfigs: {
+        [multiNodeDefaults.localStorageClass]: {
+          nodePathMap: Object.entries(volumesByNode).map(([node, path]) => ({ node, paths: [path] })),
+        },
+        [multiNodeDefaults.sharedStorageClass]: { sharedFileSystemPath: sharedPath },
+      },
+    },
+    null,
+    2,
+  )}\n`;
+}
+
+export function provisionerArgsFor(
+  files: { config: string; helperPod: string },
+  helperImage: string,
+  kubeconfig: string,
+): string[] {
   return [
     "start",
     `--kubeconfig=${kubeconfig}`,
     `--namespace=${realNodeDefaults.storageNamespace}`,
     `--provisioner-name=${realNodeDefaults.provisionerName}`,
-    `--config=${layout.paths.provisionerConfig}`,
-    `--helper-pod-file=${layout.paths.provisionerHelperPod}`,
-    `--helper-image=${layout.helperImage}`,
+    `--config=${files.config}`,
+    `--helper-pod-file=${files.helperPod}`,
+    `--helper-image=${helperImage}`,
     "--configmap-name=local-path-config",
     "--service-account-name=local-path-provisioner",
     "--worker-threads=2",

@@ -26,7 +26,7 @@ import { packageRoot } from "../../../src/cluster/paths.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { busyboxPod, coreFor, isReady, nodeLockWaitMs, waitForPod, withNodeWait } from "./harness.ts";
-import { type MachineState, snapshotMachine } from "./machine.ts";
+import { assertMachineAsBefore, type MachineState, snapshotMachine } from "./machine.ts";
 
 const log = (line: string) => console.log(`# [cluster] ${line}`);
 
@@ -70,44 +70,6 @@ async function exercise(state: ClusterState): Promise<void> {
     }).catch(() => undefined);
     return res?.ok;
   });
-}
-
-/** The differences between two snapshots, item by item, for a readable failure. */
-function differences(before: MachineState, after: MachineState): string[] {
-  const out: string[] = [];
-  for (const key of Object.keys(before) as (keyof MachineState)[]) {
-    const [a, b] = [before[key], after[key]];
-    if (JSON.stringify(a) === JSON.stringify(b)) continue;
-    if (typeof a === "string" || typeof b === "string") {
-      const [linesA, linesB] = [String(a).split("\n"), String(b).split("\n")];
-      const gone = linesA.filter((l) => !linesB.includes(l));
-      const added = linesB.filter((l) => !linesA.includes(l));
-      out.push(`${key}: - ${JSON.stringify(gone)} + ${JSON.stringify(added)}`);
-    } else if (Array.isArray(a) && Array.isArray(b)) {
-      out.push(
-        `${key}: - ${JSON.stringify(a.filter((x) => !b.includes(x)))} + ${JSON.stringify(b.filter((x) => !a.includes(x)))}`,
-      );
-    } else {
-      const [ra, rb] = [a as Record<string, unknown>, b as Record<string, unknown>];
-      for (const item of new Set([...Object.keys(ra), ...Object.keys(rb)]))
-        if (JSON.stringify(ra[item]) !== JSON.stringify(rb[item]))
-          out.push(`${key} ${item}: ${JSON.stringify(ra[item])} -> ${JSON.stringify(rb[item])}`);
-    }
-  }
-  return out;
-}
-
-async function assertMachineAsBefore(dir: string, before: MachineState): Promise<void> {
-  // The watchdog, if any, exits within its 2 s poll once the cluster is gone.
-  let diff: string[] = [];
-  await waitFor(
-    "the machine to be as it was before the node",
-    async () => {
-      diff = differences(before, snapshotMachine(dir));
-      return diff.length === 0;
-    },
-    { timeoutMs: 30_000, intervalMs: 500 },
-  ).catch(() => assert.fail(`the node left changes behind:\n${diff.join("\n")}`));
 }
 
 /** Runs `body` holding the machine's real node for `dir`, from before `up` to after `down`. */

@@ -10,6 +10,7 @@
  * cgroups named like the node's, shim sockets that no live process holds, netns and CNI
  * results of the node's network.
  */
+import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { type Dirent, existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -20,6 +21,7 @@ import {
   sharedHostDirs,
 } from "../../../src/cluster/node/config.ts";
 import { parseMountInfo } from "../../../src/cluster/node/host.ts";
+import { waitFor } from "../../harness/cluster.ts";
 
 /** Sysctls that change by themselves (counters, random values): everything else is compared. */
 const volatileSysctl =
@@ -62,6 +64,12 @@ const sh = (command: string, args: string[]) => {
 };
 
 /**
+ * Cgroups kubelet and runc make for pods: under the node's root (or the roots of several
+ * nodes, mlmodel-node-N; or kubelet's default one).
+ */
+const nodeCgroup = new RegExp(`/(${cgroupRoot}(-\\d+)?|kubepods)(/|$)`, "m");
+
+/**
  * Processes of this node: those whose arguments name its dir (containerd, kubelet, kube-proxy,
  * the provisioner, containerd's shims through its socket) and those in its cgroup (pods).
  * Other engineers' containerd instances on the same machine are none of its business.
@@ -73,8 +81,7 @@ function nodeProcesses(clusterDir: string): string[] {
     try {
       const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").filter(Boolean);
       const cgroups = readFileSync(`/proc/${entry}/cgroup`, "utf8");
-      if (argv.some((a) => a.includes(clusterDir)) || cgroups.includes(`/${cgroupRoot}/`))
-        found.push(argv.join(" "));
+      if (argv.some((a) => a.includes(clusterDir)) || nodeCgroup.test(cgroups)) found.push(argv.join(" "));
     } catch {
       // Ended while we looked.
     }
@@ -89,9 +96,6 @@ function relevantMounts(clusterDir: string): string[] {
     .map((m) => `${m.mountPoint} ${m.fsType} ${m.source}`)
     .sort();
 }
-
-/** Cgroups kubelet and runc make for pods: under the node's root (or kubelet's default one). */
-const nodeCgroup = new RegExp(`/(${cgroupRoot}|kubepods)(/|$)`);
 
 function cgroupDirs(): string[] {
   const hierarchies = parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8"))
@@ -150,6 +154,7 @@ export interface MachineState {
   mounts: string[];
   links: string;
   addresses: string;
+  routes: string;
   iptables: string;
   ip6tables: string;
   nftTables: string;
@@ -182,6 +187,7 @@ export function snapshotMachine(clusterDir: string): MachineState {
       .map((l) => l.replace(/valid_lft \S+ preferred_lft \S+/, ""))
       .sort()
       .join("\n"),
+    routes: sh("ip", ["route", "show", "table", "all"]).split("\n").sort().join("\n"),
     iptables: rules(sh("iptables-save", [])),
     ip6tables: rules(sh("ip6tables-save", [])),
     nftTables: sh("nft", ["list", "tables"]),
@@ -189,4 +195,42 @@ export function snapshotMachine(clusterDir: string): MachineState {
     sysctls: allSysctls(),
     fixedPaths,
   };
+}
+
+/** The differences between two snapshots, item by item, for a readable failure. */
+export function differences(before: MachineState, after: MachineState): string[] {
+  const out: string[] = [];
+  for (const key of Object.keys(before) as (keyof MachineState)[]) {
+    const [a, b] = [before[key], after[key]];
+    if (JSON.stringify(a) === JSON.stringify(b)) continue;
+    if (typeof a === "string" || typeof b === "string") {
+      const [linesA, linesB] = [String(a).split("\n"), String(b).split("\n")];
+      const gone = linesA.filter((l) => !linesB.includes(l));
+      const added = linesB.filter((l) => !linesA.includes(l));
+      out.push(`${key}: - ${JSON.stringify(gone)} + ${JSON.stringify(added)}`);
+    } else if (Array.isArray(a) && Array.isArray(b)) {
+      out.push(
+        `${key}: - ${JSON.stringify(a.filter((x) => !b.includes(x)))} + ${JSON.stringify(b.filter((x) => !a.includes(x)))}`,
+      );
+    } else {
+      const [ra, rb] = [a as Record<string, unknown>, b as Record<string, unknown>];
+      for (const item of new Set([...Object.keys(ra), ...Object.keys(rb)]))
+        if (JSON.stringify(ra[item]) !== JSON.stringify(rb[item]))
+          out.push(`${key} ${item}: ${JSON.stringify(ra[item])} -> ${JSON.stringify(rb[item])}`);
+    }
+  }
+  return out;
+}
+
+export async function assertMachineAsBefore(dir: string, before: MachineState): Promise<void> {
+  // The watchdog, if any, exits within its 2 s poll once the cluster is gone.
+  let diff: string[] = [];
+  await waitFor(
+    "the machine to be as it was before the node",
+    async () => {
+      diff = differences(before, snapshotMachine(dir));
+      return diff.length === 0;
+    },
+    { timeoutMs: 30_000, intervalMs: 500 },
+  ).catch(() => assert.fail(`the node left changes behind:\n${diff.join("\n")}`));
 }
