@@ -4,7 +4,7 @@
  * code: `mlmodel operator` loads 14 chunks and prom-client's 24 files instead of 123 modules).
  * Resolving 123 modules made one function of node:path hot enough for TurboFan, whose code
  * then stayed mapped; with the built-ins and kubeconfig changes, an idle operator went from
- * 79.4 to 67.9 MiB of resident memory in the benchmark's memory series (bench/README.md, phase D).
+ * 79.4 to 67.9 MiB of resident memory in the benchmark's memory series.
  *
  * What stays out of the bundle, loaded from node_modules at run time (so node_modules stays
  * beside dist/bundle, as in the image's /app): every production dependency but pino

@@ -8,7 +8,7 @@
  * after the last series write. So N repeats cost 1 create + about log2(N) patches, and every
  * write happens while the events happen: nothing is written from a timer, so a quiet
  * controller makes no writes (the previous design flushed counts 30 s later, which kept
- * patching after everything was Ready; bench/README.md). The exact count is written at
+ * patching after everything was Ready). The exact count is written at
  * shutdown (`flush`).
  *
  * client-go's events.k8s.io broadcaster (tools/events) writes the 2nd occurrence at once and
@@ -25,7 +25,7 @@ import type { KubeObject } from "./types.ts";
 
 // node:crypto through getBuiltinModule, not `import`: an ES import of a built-in reads every
 // export, and node:crypto's webcrypto getters load internal modules the operator never uses
-// (see src/runtime/server.ts; bench/README.md, phase C).
+// (see src/runtime/server.ts).
 const { randomBytes } = process.getBuiltinModule("node:crypto");
 
 export type EventType = "Normal" | "Warning";

@@ -6,7 +6,7 @@
  * old-space pages that were mostly garbage. V8 frees the garbage but keeps every page that
  * still holds one live object, and its memory reducer did not run in an operator woken every
  * few seconds by leader election and watch bookmarks: caching 10,000 models, 56 MiB of heap
- * in use held 157 MiB, and 257 MiB RSS, idle, minutes later (bench/README.md, phase H).
+ * in use held 157 MiB, and 257 MiB RSS, idle, minutes later.
  * One compacting collection when the work is done moves the live objects together and
  * returns the empty pages.
  *

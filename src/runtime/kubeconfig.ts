@@ -26,7 +26,7 @@ import type { TlsSettings } from "./transport.ts";
 
 // node:fs through getBuiltinModule, not `import`: an ES import of a built-in reads every
 // export, and fs.promises is a getter that loads fs/promises, readline and more (see
-// src/runtime/server.ts; bench/README.md, phase C). node:child_process is loaded only when an
+// src/runtime/server.ts). node:child_process is loaded only when an
 // exec plugin runs.
 const { readFileSync, statSync } = process.getBuiltinModule("node:fs");
 

@@ -8,7 +8,7 @@
  * key and adds a hidden-class transition for it, so with thousands of objects parsing slows
  * down as their transition trees grow. On-CPU samples of the operator with 1,000 models had
  * 10.6 % of its CPU in JSON.parse of watch events, most of it in string-table lookups and
- * transitions (bench/README.md, phase G).
+ * transitions.
  *
  * The scan is structural: strings are skipped whole (a quote inside one is escaped, so text
  * that looks like a member inside a string is never taken for one), and only the member

@@ -5,7 +5,7 @@
  * prom-client is loaded file by file, not through its index: the index also loads the
  * Summary (tdigest), the Pushgateway, the cluster aggregator and, through the default
  * process CPU metric, all of @opentelemetry/api (51 modules, for exemplars we do not use).
- * That cost an idle operator about 12 MiB of resident memory (bench/README.md, phase C).
+ * That costs an idle operator about 12 MiB of resident memory.
  * The default metrics are prom-client's own collectors, called as its collectDefaultMetrics
  * calls them, except the CPU counters, which are `processCpuMetrics` below (same names, help
  * and values). test/unit/runtime/metrics.test.ts checks the families against prom-client's.

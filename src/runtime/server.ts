@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 // node:http through getBuiltinModule, not `import`: an ES import of a built-in reads every
 // export, and node:http's WebSocket, CloseEvent and MessageEvent are getters that load
 // Node's bundled undici (with http2, zlib and web streams: 75 more internal modules, about
-// 3 MiB of an idle operator's memory; bench/README.md, phase C). The same goes for every
+// 3 MiB of an idle operator's memory). The same goes for every
 // module of the operator's process that imports node:http.
 const { createServer } = process.getBuiltinModule("node:http");
 

@@ -132,7 +132,7 @@ export class MemoryStore<T extends KubeObject = KubeObject> implements Store<T> 
    * deleted meanwhile), as live as its events, as in client-go (isInInitialList). Marked
    * initial, they went to the work queue's low lane: 300 models created while a new custom
    * resource's watch was being relisted were then served one in 11, behind their own
-   * children's events, and took 2 to 3 times the reconciles (bench/README.md, phase K).
+   * children's events, and took 2 to 3 times the reconciles.
    */
   replace(objects: T[], initial = !this.#synced): StoreChange<T>[] {
     const changes: StoreChange<T>[] = [];

@@ -4,7 +4,7 @@
  *
  * Why not fetch (undici): measured on this machine, a 5 KiB JSON PATCH round trip over TLS
  * cost 400 µs of CPU through undici's fetch and 120 µs through node:https, and importing
- * undici alone costs about 20 MiB of resident memory (bench/README.md, "CPU" and "Memory").
+ * undici alone costs about 20 MiB of resident memory.
  * A controller makes a handful of small JSON requests per object and a few long watches:
  * the fetch API's streams buy it nothing.
  */
@@ -15,7 +15,7 @@ import tls from "node:tls";
 
 // node:http and node:https through getBuiltinModule, not `import`: an ES import of a built-in
 // reads every export, and node:http's WebSocket, CloseEvent and MessageEvent getters load
-// Node's bundled undici (see src/runtime/server.ts; bench/README.md, phase C).
+// Node's bundled undici (see src/runtime/server.ts).
 const http = process.getBuiltinModule("node:http");
 const https = process.getBuiltinModule("node:https");
 

@@ -15,7 +15,7 @@ import { checkedLevel, humanLogger, jsonLogger } from "../log.ts";
 
 // node:util through getBuiltinModule, not `import`: an ES import of a built-in reads every
 // export, and node:util's lazy ones load internal modules the operator never uses (its diff,
-// locks, colors...; see src/runtime/server.ts and bench/README.md, phase C).
+// locks, colors...; see src/runtime/server.ts).
 const { parseArgs } = process.getBuiltinModule("node:util");
 
 export const summary = "run the MLModel operator (controllers, metrics, health probes)";
@@ -77,7 +77,7 @@ export function loggerFor(level: string, format: string): Logger {
 
 /**
  * The operator's client, through the runtime's own kubeconfig loader: the operator process
- * never imports @kubernetes/client-node (about 85 MiB of memory; see bench/README.md).
+ * never imports @kubernetes/client-node, which would cost about 85 MiB of memory.
  */
 function operatorClient(path: string | undefined): KubeClient {
   try {
