@@ -92,7 +92,16 @@ function serial(): string {
     .replace(/^[89a-f]/, "1");
 }
 
-type Ca = { cert: x509.X509Certificate; keys: CryptoKeyPair };
+export type Ca = { cert: x509.X509Certificate; keys: CryptoKeyPair };
+
+/** The cluster CA as `up` wrote it (PEM files), to issue more leaves from it later. */
+export async function loadCa(certPem: string, keyPem: string): Promise<Ca> {
+  const cert = new x509.X509Certificate(certPem);
+  const der = Buffer.from(keyPem.replace(/-----[^-]+-----/g, "").replace(/\s/g, ""), "base64");
+  const privateKey = await webcrypto.subtle.importKey("pkcs8", der, algorithm, true, ["sign"]);
+  const publicKey = await cert.publicKey.export(algorithm, ["verify"], webcrypto as never);
+  return { cert, keys: { privateKey, publicKey } };
+}
 
 /** A CA signed by `parent` that may sign leaves only (path length 0). */
 async function createSubordinateCa(parent: Ca, name: string): Promise<Ca> {
@@ -149,14 +158,14 @@ async function createCa(name = "mlmodel-local-ca"): Promise<Ca> {
   return { cert, keys };
 }
 
-interface LeafOptions {
+export interface LeafOptions {
   subject: string;
   usage: "server" | "client" | "server and client";
   ips?: string[];
   dnsNames?: string[];
 }
 
-async function createLeaf(ca: Ca, options: LeafOptions): Promise<KeyPair> {
+export async function createLeaf(ca: Ca, options: LeafOptions): Promise<KeyPair> {
   const keys = await newKeys();
   const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(false, undefined, true),

@@ -6,81 +6,13 @@
  * The kubeconfigs of the node's agents name the API server at the host's address on the node
  * network: a node's loopback is its own namespace's.
  */
-import { webcrypto } from "node:crypto";
 import { readFile } from "node:fs/promises";
-// @peculiar/x509 resolves its ASN.1 schemas through tsyringe, which needs this polyfill.
-import "reflect-metadata";
-import * as x509 from "@peculiar/x509";
 import { renderKubeconfig } from "../kubeconfig.ts";
-import { type KeyPair, realNodeClientSubjects } from "../pki.ts";
+import { type Ca, loadCa as caFromPem, createLeaf, type KeyPair, realNodeClientSubjects } from "../pki.ts";
 
-const algorithm = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
-const validityMs = 365 * 24 * 3600_000;
-
-interface Ca {
-  cert: x509.X509Certificate;
-  key: webcrypto.CryptoKey;
-  certPem: string;
-}
-
+/** The cluster CA from the files `up` wrote. */
 export async function loadCa(certFile: string, keyFile: string): Promise<Ca> {
-  const certPem = await readFile(certFile, "utf8");
-  const keyPem = await readFile(keyFile, "utf8");
-  const der = Buffer.from(keyPem.replace(/-----[^-]+-----/g, "").replace(/\s/g, ""), "base64");
-  const key = await webcrypto.subtle.importKey("pkcs8", der, algorithm, true, ["sign"]);
-  return { cert: new x509.X509Certificate(certPem), key, certPem };
-}
-
-async function issue(
-  ca: Ca,
-  subject: string,
-  usage: "server" | "client",
-  ips: string[] = [],
-  dnsNames: string[] = [],
-): Promise<KeyPair> {
-  const keys = (await webcrypto.subtle.generateKey(algorithm, true, [
-    "sign",
-    "verify",
-  ])) as webcrypto.CryptoKeyPair;
-  const extensions: x509.Extension[] = [
-    new x509.BasicConstraintsExtension(false, undefined, true),
-    new x509.KeyUsagesExtension(
-      x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment,
-      true,
-    ),
-    new x509.ExtendedKeyUsageExtension([
-      usage === "server" ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth,
-    ]),
-  ];
-  const altNames = [
-    ...ips.map((value) => ({ type: "ip" as const, value })),
-    ...dnsNames.map((value) => ({ type: "dns" as const, value })),
-  ];
-  if (altNames.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(altNames));
-  const cert = await x509.X509CertificateGenerator.create({
-    serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16)))
-      .toString("hex")
-      .replace(/^[89a-f]/, "1"),
-    subject,
-    issuer: ca.cert.subject,
-    // Back-dated a little: a slightly skewed clock must not reject a fresh certificate.
-    notBefore: new Date(Date.now() - 3600_000),
-    notAfter: new Date(Date.now() + validityMs),
-    signingAlgorithm: algorithm,
-    publicKey: keys.publicKey,
-    signingKey: ca.key,
-    extensions,
-  });
-  const keyDer = await webcrypto.subtle.exportKey("pkcs8", keys.privateKey);
-  const body =
-    Buffer.from(keyDer)
-      .toString("base64")
-      .match(/.{1,64}/g)
-      ?.join("\n") ?? "";
-  return {
-    certPem: cert.toString("pem"),
-    keyPem: `-----BEGIN PRIVATE KEY-----\n${body}\n-----END PRIVATE KEY-----\n`,
-  };
+  return caFromPem(await readFile(certFile, "utf8"), await readFile(keyFile, "utf8"));
 }
 
 export interface MemberCredentials {
@@ -94,19 +26,21 @@ export async function memberCredentials(
   member: { name: string; nodeIp: string },
   server: string,
 ): Promise<MemberCredentials> {
-  const kubeletServing = await issue(
-    ca,
-    `CN=system:node:${member.name}, O=system:nodes`,
-    "server",
-    [member.nodeIp],
-    [member.name],
-  );
-  const client = await issue(ca, realNodeClientSubjects(member.name).kubelet!, "client");
+  const kubeletServing = await createLeaf(ca, {
+    subject: `CN=system:node:${member.name}, O=system:nodes`,
+    usage: "server",
+    ips: [member.nodeIp],
+    dnsNames: [member.name],
+  });
+  const client = await createLeaf(ca, {
+    subject: realNodeClientSubjects(member.name).kubelet!,
+    usage: "client",
+  });
   return {
     kubeletServing,
     kubeletKubeconfig: renderKubeconfig({
       server,
-      caPem: ca.certPem,
+      caPem: ca.cert.toString("pem"),
       certPem: client.certPem,
       keyPem: client.keyPem,
       user: `system:node:${member.name}`,
