@@ -115,9 +115,17 @@ describe("Prometheus scrapes the operator with the chart's configuration", () =>
       'leader_election_master_status{job="mlmodel-operator",name="mlmodel-operator"}',
       "1",
     );
+    // The rule may have gone pending on an evaluation before the first scrape that saw the
+    // lease held; only an evaluation after that scrape says whether a leading operator alerts.
+    const ledAt = Date.now();
     const res = await fetch(`${prom.url}/api/v1/rules`);
     const rules = (await res.json()) as {
-      data: { groups: { name: string; rules: { name: string; health: string; state?: string }[] }[] };
+      data: {
+        groups: {
+          name: string;
+          rules: { name: string; health: string; state?: string; lastEvaluation?: string }[];
+        }[];
+      };
     };
     const group = rules.data.groups.find((g) => g.name === "mlmodel-operator");
     assert.deepEqual(group?.rules.map((r) => r.name).sort(), [
@@ -133,10 +141,15 @@ describe("Prometheus scrapes the operator with the chart's configuration", () =>
       const all = r.data.groups.flatMap((g) => g.rules);
       return all.length === 5 && all.every((x) => x.health === "ok");
     });
-    const noLeader = group!.rules.find((r) => r.name === "MLModelOperatorNoLeader");
-    const now = (await (await fetch(`${prom.url}/api/v1/rules`)).json()) as typeof rules;
-    const current = now.data.groups.flatMap((g) => g.rules).find((r) => r.name === noLeader!.name);
-    assert.equal(current?.state, "inactive", "a leading operator raises no no-leader alert");
+    const current = await waitFor(
+      "the no-leader rule to be evaluated after the lease was seen held",
+      async () => {
+        const r = (await (await fetch(`${prom.url}/api/v1/rules`)).json()) as typeof rules;
+        const rule = r.data.groups.flatMap((g) => g.rules).find((x) => x.name === "MLModelOperatorNoLeader");
+        return rule?.lastEvaluation && Date.parse(rule.lastEvaluation) > ledAt ? rule : undefined;
+      },
+    );
+    assert.equal(current.state, "inactive", "a leading operator raises no no-leader alert");
   });
 
   it("sees a model's metrics change as it goes Downloading -> Ready", async () => {
