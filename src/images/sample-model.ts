@@ -160,6 +160,8 @@ export interface ModelFileServer {
   bytesPerSecond: number;
   /** How many times each path was requested. */
   requests: Map<string, number>;
+  /** Body bytes handed to the connection per path (a response cut short counts what it sent): the access log's bytes. */
+  bytesSent: Map<string, number>;
   stop(): Promise<void>;
 }
 
@@ -174,6 +176,7 @@ export async function startModelFileServer(options: {
   const tls = await servingCertificate({ caName: "mlmodel-sample-models", ips: [options.host] });
   const files = new Map<string, Buffer>();
   const requests = new Map<string, number>();
+  const bytesSent = new Map<string, number>();
   const server = https.createServer({ cert: tls.certPem, key: tls.keyPem }, (req, res) => {
     const path = new URL(req.url ?? "/", "https://x").pathname;
     requests.set(path, (requests.get(path) ?? 0) + 1);
@@ -183,7 +186,9 @@ export async function startModelFileServer(options: {
       return;
     }
     res.writeHead(200, { "content-length": body.length, "content-type": "application/gzip" });
-    sendThrottled(res, body, served.bytesPerSecond);
+    sendThrottled(res, body, served.bytesPerSecond, (bytes) =>
+      bytesSent.set(path, (bytesSent.get(path) ?? 0) + bytes),
+    );
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -195,6 +200,7 @@ export async function startModelFileServer(options: {
     ca: tls.ca,
     bytesPerSecond: options.bytesPerSecond ?? 0,
     requests,
+    bytesSent,
     add(name, body) {
       files.set(`/${name}`, body);
       return `${url}/${name}`;
@@ -207,9 +213,15 @@ export async function startModelFileServer(options: {
   return served;
 }
 
-/** Writes `body` in ten slices a second at about `bytesPerSecond` (all at once when 0). */
-function sendThrottled(res: http.ServerResponse, body: Buffer, bytesPerSecond: number): void {
+/** Writes `body` in ten slices a second at about `bytesPerSecond` (all at once when 0); `sent` counts each slice. */
+function sendThrottled(
+  res: http.ServerResponse,
+  body: Buffer,
+  bytesPerSecond: number,
+  sent: (bytes: number) => void,
+): void {
   if (!bytesPerSecond) {
+    sent(body.length);
     res.end(body);
     return;
   }
@@ -218,6 +230,7 @@ function sendThrottled(res: http.ServerResponse, body: Buffer, bytesPerSecond: n
   const timer = setInterval(() => {
     const chunk = body.subarray(at, at + step);
     at += step;
+    sent(chunk.length);
     if (at >= body.length) {
       clearInterval(timer);
       res.end(chunk);
