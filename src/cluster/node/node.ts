@@ -555,18 +555,23 @@ export async function teardownNode(
 /**
  * Runs one teardown step after another whatever the one before did: a step that throws (a
  * mount still busy, a process gone between finding and killing it) adds a sentence to
- * `problems`, as do the problems a step returns, and the next step runs.
+ * `problems`, and the next step runs. A step that finds problems without throwing pushes them
+ * itself (`reported`).
  */
 export function stepsInto(problems: string[]) {
   return async (what: string, action: () => Promise<unknown>): Promise<void> => {
     try {
-      const found = await action();
-      if (Array.isArray(found)) problems.push(...found.filter((p): p is string => typeof p === "string"));
+      await action();
     } catch (err) {
       problems.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
     }
   };
 }
+
+/** A step's action that returns the problems it found: they join `problems`. */
+const reported = (problems: string[], action: () => Promise<string[]>) => async () => {
+  problems.push(...(await action()));
+};
 
 /** Kills the node's shims (found by their containerd's socket in their arguments) and removes their sockets. */
 export async function killShims(containerdSockets: string[]): Promise<void> {
@@ -597,16 +602,22 @@ export async function undoMachine(
   const step = stepsInto(problems);
   try {
     // Network namespaces of the node's pods (those `up` did not find), then the bridge.
-    await step("removing the pods' network namespaces", () => removePodNetns(record?.netnsBefore));
+    await step(
+      "removing the pods' network namespaces",
+      reported(problems, () => removePodNetns(record?.netnsBefore)),
+    );
     for (const bridge of options.bridges) await step(`deleting bridge ${bridge}`, () => deleteBridge(bridge));
-    await step("removing the node's iptables chains", () => removeNodeChains(record?.chainsBefore ?? {}));
+    await step(
+      "removing the node's iptables chains",
+      reported(problems, () => removeNodeChains(record?.chainsBefore ?? {})),
+    );
     await step("removing new empty nf_tables tables", () => removeNewEmptyNftTables(record?.nftTablesBefore));
     // cgroups (a killed process can take a moment to leave its cgroup).
     for (const cgroup of options.cgroupRoots)
       await step(`removing cgroup ${cgroup}`, async () => {
         await killAndWait(await pidsInCgroup(cgroup));
         const cgroupsLeft = await removeCgroup(cgroup);
-        return cgroupsLeft.length ? [`cgroups still busy: ${cgroupsLeft.join(", ")}`] : [];
+        if (cgroupsLeft.length) problems.push(`cgroups still busy: ${cgroupsLeft.join(", ")}`);
       });
     // Fixed host paths: kubelet's, when the node made them; in shared ones, the node's entries.
     const preexisting = new Set<string>(record?.preexistingPaths ?? fixedHostPaths);
@@ -625,7 +636,10 @@ export async function undoMachine(
         await rm(join("/var/lib/cni/results", name), { force: true });
     });
     for (const dir of sharedHostDirs) if (!preexisting.has(dir)) await rmdir(dir).catch(() => {});
-    await step("restoring sysctls", () => restoreSysctls(record?.sysctls));
+    await step(
+      "restoring sysctls",
+      reported(problems, () => restoreSysctls(record?.sysctls)),
+    );
   } finally {
     await step("letting go of the machine lock", () =>
       releaseMachineLock(machineLockPath, options.clusterDir),
