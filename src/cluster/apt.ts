@@ -89,23 +89,39 @@ export const ourPolicyRcd = `#!/bin/sh
 exit 101
 `;
 
+type Policy = "ours" | "theirs";
+
+/** The installs of this process under each policy file: the last to finish removes ours. */
+const holders = new Map<string, { count: number; policy: Promise<Policy> }>();
+
+/** Writes our policy unless one that is not ours is there; says whose policy holds. */
+async function placePolicy(path: string): Promise<Policy> {
+  const existing = await readFile(path, "utf8").catch(() => undefined);
+  if (existing !== undefined && existing !== ourPolicyRcd) return "theirs";
+  await writeFile(path, ourPolicyRcd, { mode: 0o755 });
+  return "ours";
+}
+
 /**
  * Runs `action` (an apt-get install) with a policy-rc.d that forbids every service start, and
- * removes it after. A policy-rc.d that is not ours is left as it is and decides (a container
- * image's most often forbids starts too); one of ours left by a run that died is used and
- * removed. `policy` says which.
+ * removes it after (once no other install of this process needs it). A policy-rc.d that is not
+ * ours is left as it is and decides (a container image's most often forbids starts too); one
+ * of ours left by a run that died is used and removed. `policy` says which.
  */
 export async function withoutServiceStarts<T>(
   path: string,
   action: () => Promise<T>,
-): Promise<{ result: T; policy: "ours" | "theirs" }> {
-  const existing = await readFile(path, "utf8").catch(() => undefined);
-  if (existing !== undefined && existing !== ourPolicyRcd)
-    return { result: await action(), policy: "theirs" };
-  await writeFile(path, ourPolicyRcd, { mode: 0o755 });
+): Promise<{ result: T; policy: Policy }> {
+  const holder = holders.get(path) ?? { count: 0, policy: placePolicy(path) };
+  holders.set(path, holder);
+  holder.count++;
   try {
-    return { result: await action(), policy: "ours" };
+    const policy = await holder.policy;
+    return { result: await action(), policy };
   } finally {
-    await rm(path, { force: true });
+    if (--holder.count === 0) {
+      holders.delete(path);
+      if ((await holder.policy.catch(() => "theirs")) === "ours") await rm(path, { force: true });
+    }
   }
 }

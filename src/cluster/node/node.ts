@@ -145,10 +145,10 @@ async function holderAlive(holder: LockRecord): Promise<boolean> {
   return false;
 }
 
-/** Undoes what a dead holder of the machine left: its one node, or its several. */
-async function teardownHolder(dir: string): Promise<void> {
-  if (existsSync(fleetPaths(dir).journal)) await teardownFleet(dir, { machineWide: true });
-  else await teardownNode(dir, { machineWide: true });
+/** Undoes what a dead holder of the machine left: its one node, or its several; returns what it could not. */
+async function teardownHolder(dir: string): Promise<string[]> {
+  if (existsSync(fleetPaths(dir).journal)) return teardownFleet(dir, { machineWide: true });
+  return teardownNode(dir, { machineWide: true });
 }
 
 /** True when this dir may undo machine-wide changes: it holds the node, or nobody live does. */
@@ -172,7 +172,7 @@ export async function claimMachine(
     options.progress(
       `taking over the real node from a cluster that is gone (${takenOver.dir}); cleaning up after it`,
     );
-    await teardownHolder(takenOver.dir);
+    for (const problem of await teardownHolder(takenOver.dir)) options.progress(`left behind: ${problem}`);
   }
 }
 

@@ -199,6 +199,18 @@ describe("apt-get without service starts", () => {
     assert.equal(existsSync(path), false);
   });
 
+  it("keeps its policy while any install of this process runs", async () => {
+    const path = join(dir, "policy-rc.d");
+    let finishFirst = () => {};
+    const first = withoutServiceStarts(path, () => new Promise<void>((resolve) => (finishFirst = resolve)));
+    const second = await withoutServiceStarts(path, async () => readFileSync(path, "utf8"));
+    assert.equal(second.result, ourPolicyRcd);
+    assert.equal(existsSync(path), true, "the first install still runs");
+    finishFirst();
+    await first;
+    assert.equal(existsSync(path), false);
+  });
+
   it("leaves a policy that is not ours as it is", async () => {
     const path = join(dir, "policy-rc.d");
     const theirs = "#!/bin/sh\nexit 0\n";
