@@ -539,12 +539,10 @@ export async function teardownNode(
   // 4. Mounts: rootfs overlays, shm, kubelet's volume tmpfs and its root bind mount.
   await step(`unmounting under ${paths.root}`, () => unmountUnder([paths.root]));
   if (!machineWide) return problems;
-  const bridge = checkedLink("bridge", journal?.bridge, realNodeDefaults.bridge);
-  if (bridge.refused) problems.push(bridge.refused);
   problems.push(
     ...(await undoMachine(journal, {
       root: paths.root,
-      bridges: [bridge.link],
+      bridge: checkedLink("bridge", journal?.bridge, realNodeDefaults.bridge),
       cgroupRoots: [cgroupRoot],
       clusterDir,
     })),
@@ -589,16 +587,22 @@ export async function killShims(containerdSockets: string[]): Promise<void> {
 
 /**
  * The machine-wide half of a teardown, once the node's processes are stopped and its mounts
- * gone: pods' netns, bridges (and the veths on them), iptables chains, new empty nf_tables
+ * gone: pods' netns, the bridge (and the veths on it), iptables chains, new empty nf_tables
  * tables, the pods' cgroups, the fixed host paths the node created, the sysctls, the lock.
  * Each is tried whatever happened to the ones before; the lock is let go last, always.
  * Only what the code itself records is taken from `record` (journal.ts).
  */
 export async function undoMachine(
   record: MachineRecord | undefined,
-  options: { root: string; bridges: string[]; cgroupRoots: string[]; clusterDir: string },
+  options: {
+    root: string;
+    /** The node's own bridge, and what the journal named instead, refused (journal.ts). */
+    bridge: { link: string; refused?: string };
+    cgroupRoots: string[];
+    clusterDir: string;
+  },
 ): Promise<string[]> {
-  const problems: string[] = [];
+  const problems: string[] = options.bridge.refused ? [options.bridge.refused] : [];
   const step = stepsInto(problems);
   try {
     // Network namespaces of the node's pods (those `up` did not find), then the bridge.
@@ -606,7 +610,7 @@ export async function undoMachine(
       "removing the pods' network namespaces",
       reported(problems, () => removePodNetns(record?.netnsBefore)),
     );
-    for (const bridge of options.bridges) await step(`deleting bridge ${bridge}`, () => deleteBridge(bridge));
+    await step(`deleting bridge ${options.bridge.link}`, () => deleteBridge(options.bridge.link));
     await step(
       "removing the node's iptables chains",
       reported(problems, () => removeNodeChains(record?.chainsBefore ?? {})),
@@ -780,12 +784,10 @@ export async function teardownFleet(
   );
   await step(`unmounting under ${paths.root}`, () => unmountUnder([paths.root]));
   if (!machineWide) return problems;
-  const bridge = checkedLink("hostBridge", journal?.hostBridge, multiNodeDefaults.hostBridge);
-  if (bridge.refused) problems.push(bridge.refused);
   problems.push(
     ...(await undoMachine(journal, {
       root: paths.root,
-      bridges: [bridge.link],
+      bridge: checkedLink("hostBridge", journal?.hostBridge, multiNodeDefaults.hostBridge),
       cgroupRoots: ownCgroups,
       clusterDir,
     })),
