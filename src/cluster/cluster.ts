@@ -277,11 +277,11 @@ async function claimDir(dir: string, progress: ProgressFn, realNode: boolean): P
   if (await readJournal(dir)) {
     // Unmount before anything is removed: the node's dir holds live mounts until then.
     progress(`undoing the real node a previous cluster left in ${dir}`);
-    await teardownNode(dir);
+    for (const problem of await teardownNode(dir)) progress(`left behind: ${problem}`);
   }
   if (await readFleetJournal(dir)) {
     progress(`undoing the real nodes a previous cluster left in ${dir}`);
-    await teardownFleet(dir);
+    for (const problem of await teardownFleet(dir)) progress(`left behind: ${problem}`);
   }
   for (const stale of [
     "state.json",
@@ -621,8 +621,9 @@ export async function up(options: UpOptions): Promise<ClusterState> {
       try {
         return await startCluster(dir, options, realNode, started, progress);
       } catch (err) {
-        if (fleetSize >= 2) await teardownFleet(dir).catch(() => {});
-        else if (realNode) await teardownNode(dir).catch(() => {});
+        const undo = fleetSize >= 2 ? teardownFleet : realNode ? teardownNode : undefined;
+        const left = undo ? await undo(dir).catch((e: Error) => [e.message]) : [];
+        for (const problem of left) progress(`undoing the failed start left this behind: ${problem}`);
         for (const record of started.reverse()) await stopProcess(record, 2000);
         // A port is free when chosen and bound seconds later: another process on a busy
         // machine can take it in between. Starting over with new ports is the only cure.

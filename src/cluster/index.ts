@@ -29,11 +29,13 @@ export {
   memberOf,
   multiNodeDefaults,
   nodePaths,
+  podReachableHostPorts,
   realNodeDefaults,
 } from "./node/config.ts";
 export { DrainError, drainNode, podsToEvict, setSchedulable } from "./node/drain.ts";
 export type { MemberHealth, RealNodesInfo } from "./node/fleet.ts";
 export type { LocalImage, NodeImages } from "./node/images.ts";
+export { listenForPods } from "./node/network.ts";
 export {
   NodeError,
   type NodeHealth,

@@ -17,9 +17,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import type { AddressInfo } from "node:net";
 import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import { servingCertificate } from "../cluster/index.ts";
+import { listenForPods, servingCertificate } from "../cluster/index.ts";
 import { recipeFor, sklearnSampleScript } from "./recipes.ts";
 
 export interface SampleModel {
@@ -167,7 +166,8 @@ export interface ModelFileServer {
 
 /**
  * An HTTPS file server on `host` (the node's bridge address: pods reach the host there and
- * nowhere else), with a certificate for that address from a CA of its own.
+ * nowhere else, at the ports `listenForPods` picks from), with a certificate for that address
+ * from a CA of its own.
  */
 export async function startModelFileServer(options: {
   host: string;
@@ -190,11 +190,9 @@ export async function startModelFileServer(options: {
       bytesSent.set(path, (bytesSent.get(path) ?? 0) + bytes),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, options.host, resolve);
-  });
-  const url = `https://${options.host}:${(server.address() as AddressInfo).port}`;
+  // A port pods may reach: the real node's guard drops the others (podReachableHostPorts).
+  const port = await listenForPods(server, options.host);
+  const url = `https://${options.host}:${port}`;
   const served: ModelFileServer = {
     url,
     ca: tls.ca,

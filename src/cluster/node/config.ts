@@ -25,6 +25,17 @@ export const realNodeDefaults = {
   lockWaitMs: 0,
 } as const;
 
+/**
+ * Host ports that pods may reach on the bridge address besides the API server and the
+ * kubelet (network.ts drops the rest): the API server's NodePort range (kube-proxy answers
+ * there on the bridge address), and a range for services of this machine that pods are meant
+ * to reach (the tests' model file servers): `listenForPods` binds a port in it.
+ */
+export const podReachableHostPorts = {
+  nodePorts: { first: 30000, last: 32767 },
+  hostServices: { first: 29000, last: 29999 },
+} as const;
+
 /** The taint on kwok nodes of a real-node cluster: only pods that tolerate it may land there. */
 export const kwokTaint = { key: "kwok.x-k8s.io/node", value: "fake", effect: "NoSchedule" } as const;
 

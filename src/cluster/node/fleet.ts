@@ -103,7 +103,8 @@ export async function prepareFleet(options: PrepareFleetOptions): Promise<void> 
     await writeFile(member.netns, "");
     members.push({ ...memberOf(index), root: member.root, netns: member.netns, processes: [] });
   }
-  await mkdir(paths.shared, { recursive: true, mode: 0o777 });
+  // Root's: the volumes in it are directories the provisioner's helper makes (objects.ts).
+  await mkdir(paths.shared, { recursive: true, mode: 0o755 });
   const journal: FleetJournal = {
     version: 1,
     hostBridge: multiNodeDefaults.hostBridge,
@@ -124,6 +125,8 @@ export async function prepareFleet(options: PrepareFleetOptions): Promise<void> 
     bridge: journal.hostBridge,
     podCidr: multiNodeDefaults.nodeNetwork,
     apiserverPort: options.apiserverPort,
+    // Every kubelet listens in its node's namespace, not on this machine.
+    kubeletPorts: [],
   });
   progress(
     `${members.length} node namespaces on bridge ${journal.hostBridge} (${members.map((m) => `${m.name} ${m.nodeIp}`).join(", ")})`,

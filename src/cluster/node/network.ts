@@ -1,23 +1,53 @@
 /**
  * The real node's network on the host: a bridge of our own with the node's address, guard
- * rules that keep pod traffic on this machine, and the removal at `down` of every iptables
- * chain that kubelet, kube-proxy, CNI and we added (in iptables and ip6tables), and of the
- * nf_tables tables that only they had created.
+ * rules that keep pod traffic on this machine and off the host's services, and the removal at
+ * `down` of the iptables chains that kubelet, kube-proxy, CNI and we added (in iptables and
+ * ip6tables; chains of those names that existed before the node stay), and of the nf_tables
+ * tables that only they had created.
  *
  * The plans (what rules to add, what to delete) are pure functions of iptables-save's output
  * so that unit tests can check them; the glue runs iptables-restore with them.
  */
+import type { Server } from "node:net";
 import { clusterNetwork } from "../network.ts";
-import { realNodeDefaults } from "./config.ts";
+import { podReachableHostPorts, realNodeDefaults } from "./config.ts";
 import { run, runChecked, writeSysctl } from "./host.ts";
 
 /** Chains whose name starts with one of these belong to the node's components or to us. */
 export const nodeChainPattern = /^(KUBE-|CNI-|MLMODEL-)/;
 
+/** Chains of our own prefix: always the node's. */
+const ownChainPattern = new RegExp(`^${realNodeDefaults.chainPrefix}`);
+
 export interface GuardOptions {
   bridge: string;
   podCidr: string;
   apiserverPort: number;
+  /** The kubelet ports listening on this machine (none when every kubelet is in a namespace of its own). */
+  kubeletPorts: number[];
+}
+
+/** An iptables port range, `first:last`. */
+const portRange = (range: { first: number; last: number }) => `${range.first}:${range.last}`;
+
+/**
+ * What pods may reach on this machine through the bridge: replies to connections the host
+ * opened, the API server, the kubelet(s), NodePorts and the host services of
+ * `podReachableHostPorts` (TCP and UDP). Everything else that arrives on the bridge is dropped,
+ * so a host service listening on every address stays out of the pods' reach.
+ */
+export function bridgeInputRules(chain: string, options: GuardOptions): string[] {
+  const from = `-A ${chain} -i ${options.bridge}`;
+  const tcpPorts = [options.apiserverPort, ...options.kubeletPorts];
+  const ranges = [podReachableHostPorts.nodePorts, podReachableHostPorts.hostServices].map(portRange);
+  return [
+    `${from} -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN`,
+    ...tcpPorts.map((port) => `${from} -p tcp -m tcp --dport ${port} -j RETURN`),
+    ...ranges.flatMap((range) =>
+      ["tcp", "udp"].map((protocol) => `${from} -p ${protocol} -m ${protocol} --dport ${range} -j RETURN`),
+    ),
+    `${from} -j DROP`,
+  ];
 }
 
 /**
@@ -28,8 +58,9 @@ export interface GuardOptions {
  * - mangle POSTROUTING: packets still addressed to the Service range (no kube-proxy rule
  *   translated them) or to kwok's invented addresses would follow the default route off the
  *   machine; they are dropped;
- * - filter INPUT: the API server listens on every address (pods reach it on the bridge), but
- *   only loopback and the bridge may talk to it, and to the node's own address.
+ * - filter INPUT: from the bridge, only what `bridgeInputRules` allows; the API server
+ *   listens on every address (pods reach it on the bridge), but only loopback and the bridge
+ *   may talk to it, and to the node's own address.
  */
 export function guardRules(family: 4 | 6, options: GuardOptions): string {
   const p = realNodeDefaults.chainPrefix;
@@ -55,7 +86,7 @@ export function guardRules(family: 4 | 6, options: GuardOptions): string {
     `-I INPUT 1 -j ${p}INPUT`,
     `-A ${p}INPUT -i lo -j RETURN`,
     ...(family === 4
-      ? [`-A ${p}INPUT -i ${options.bridge} -j RETURN`, `-A ${p}INPUT -d ${options.podCidr} -j DROP`]
+      ? [...bridgeInputRules(`${p}INPUT`, options), `-A ${p}INPUT -d ${options.podCidr} -j DROP`]
       : []),
     `-A ${p}INPUT -p tcp -m tcp --dport ${options.apiserverPort} -j DROP`,
     "COMMIT",
@@ -96,15 +127,28 @@ export function parseIptablesSave(text: string): SavedTables {
   return { tables };
 }
 
+/** The chains matching `pattern` in iptables-save's output, each as `<table> <chain>`. */
+export function matchingChains(saved: string, pattern: RegExp = nodeChainPattern): string[] {
+  return [...parseIptablesSave(saved).tables].flatMap(([table, { chains }]) =>
+    chains.filter((chain) => pattern.test(chain)).map((chain) => `${table} ${chain}`),
+  );
+}
+
 /**
- * iptables-restore --noflush input that deletes every chain matching `pattern` and every rule
- * elsewhere that jumps to one; empty when there is nothing to delete.
+ * iptables-restore --noflush input that deletes every chain matching `pattern` except those
+ * in `keep` (`<table> <chain>`: what existed before the node), and every rule elsewhere that
+ * jumps to a deleted one; empty when there is nothing to delete.
  */
-export function removalPlan(saved: string, pattern: RegExp = nodeChainPattern): string {
+export function removalPlan(
+  saved: string,
+  pattern: RegExp = nodeChainPattern,
+  keep: ReadonlySet<string> = new Set(),
+): string {
   const out: string[] = [];
   for (const [table, { chains, rules }] of parseIptablesSave(saved).tables) {
-    const doomed = chains.filter((chain) => pattern.test(chain));
-    const jumps = rules.filter((r) => !pattern.test(r.chain) && r.target && pattern.test(r.target));
+    const ours = (chain: string) => pattern.test(chain) && !keep.has(`${table} ${chain}`);
+    const doomed = chains.filter(ours);
+    const jumps = rules.filter((r) => !ours(r.chain) && r.target && ours(r.target));
     if (doomed.length === 0 && jumps.length === 0) continue;
     out.push(`*${table}`);
     for (const rule of jumps) out.push(`-D ${rule.chain} ${rule.spec}`);
@@ -120,26 +164,61 @@ const tools = {
   6: { save: "ip6tables-save", restore: "ip6tables-restore" },
 };
 
+/**
+ * The chains of kubelet's, kube-proxy's and CNI's names that exist before the node starts,
+ * per family (another Kubernetes on this machine, say): `down` leaves them. Our own prefix
+ * is never kept. Undefined where iptables-save cannot run.
+ */
+export type ChainsBefore = Partial<Record<"4" | "6", string[]>>;
+
+export const keptChains = (chains: string[]) =>
+  chains.filter((entry) => !entry.split(" ")[1]?.startsWith(realNodeDefaults.chainPrefix));
+
+export async function recordChains(): Promise<ChainsBefore> {
+  const before: ChainsBefore = {};
+  for (const family of [4, 6] as const) {
+    const saved = await run(tools[family].save, []);
+    if (saved.code === 0) before[family] = keptChains(matchingChains(saved.stdout));
+  }
+  return before;
+}
+
 export async function installGuard(options: GuardOptions): Promise<void> {
   for (const family of [4, 6] as const) {
     await runChecked(tools[family].restore, ["--noflush", "--wait=5"], guardRules(family, options));
   }
 }
 
-/** Removes the node's chains (and jumps to them) from both families; returns what it could not. */
-export async function removeNodeChains(): Promise<string[]> {
+/**
+ * Removes the chains the node made (and the jumps to them) from both families, leaving those
+ * `before` lists. A family with no record keeps every chain but our own prefix's (whether
+ * kubelet's and kube-proxy's existed before cannot be told), and says so. Returns what it
+ * could not remove or left.
+ */
+export async function removeNodeChains(before: ChainsBefore): Promise<string[]> {
   const problems: string[] = [];
   for (const family of [4, 6] as const) {
+    const recorded = before[family];
+    const pattern = recorded ? nodeChainPattern : ownChainPattern;
+    const keep = new Set(keptChains(recorded ?? []));
     // kube-proxy or kubelet may still be rewriting rules as they stop: try a few times.
     for (let attempt = 0; attempt < 3; attempt++) {
       const saved = await run(tools[family].save, []);
       if (saved.code !== 0) break;
-      const plan = removalPlan(saved.stdout);
+      const plan = removalPlan(saved.stdout, pattern, keep);
       if (!plan) break;
       const result = await run(tools[family].restore, ["--noflush", "--wait=5"], { input: plan });
       if (result.code === 0) continue;
       if (attempt === 2)
         problems.push(`${tools[family].restore} could not remove the node's chains: ${result.stderr.trim()}`);
+    }
+    if (!recorded) {
+      const saved = await run(tools[family].save, []);
+      const left = saved.code === 0 ? matchingChains(saved.stdout) : [];
+      if (left.length)
+        problems.push(
+          `left ${left.length} IPv${family} chains in place (${left.slice(0, 5).join(", ")}${left.length > 5 ? ", ..." : ""}): the journal does not record which existed before the node; remove them by hand if they are its`,
+        );
     }
   }
   return problems;
@@ -178,6 +257,39 @@ export async function removeNewEmptyNftTables(before: string[] | undefined): Pro
     if (listing.code === 0 && isEmptyNftTable(listing.stdout))
       await run("nft", ["delete", "table", ...table.split(" ")]);
   }
+}
+
+// --- host services for pods ----------------------------------------------------------------
+
+/**
+ * Binds `server` on `host` (the bridge address) at a port of
+ * `podReachableHostPorts.hostServices`, the one range of this machine's own ports that pods
+ * may reach besides the API server's and kubelet's; resolves with the port. Ports in use are
+ * skipped (from a random start, so that servers started at once rarely meet).
+ */
+export async function listenForPods(server: Server, host: string): Promise<number> {
+  const { first, last } = podReachableHostPorts.hostServices;
+  const size = last - first + 1;
+  const start = Math.floor(Math.random() * size);
+  for (let i = 0; i < size; i++) {
+    const port = first + ((start + i) % size);
+    const bound = await new Promise<boolean>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException) => {
+        server.off("listening", onListening);
+        if (err.code === "EADDRINUSE") resolve(false);
+        else reject(err);
+      };
+      const onListening = () => {
+        server.off("error", onError);
+        resolve(true);
+      };
+      server.once("error", onError);
+      server.once("listening", onListening);
+      server.listen(port, host);
+    });
+    if (bound) return port;
+  }
+  throw new Error(`every port of ${first}-${last} on ${host} is in use: no port left that pods may reach`);
 }
 
 // --- the bridge ----------------------------------------------------------------------------

@@ -55,13 +55,16 @@ import {
   writeSysctl,
 } from "./host.ts";
 import type { NodeImages } from "./images.ts";
+import { checkedLink, checkedSysctls, netnsToRemove } from "./journal.ts";
 import { acquireMachineLock, type LockRecord, readLock, releaseMachineLock, takerAlive } from "./lock.ts";
 import {
+  type ChainsBefore,
   createBridge,
   deleteBridge,
   installGuard,
   linkExists,
   nftTables,
+  recordChains,
   removeNewEmptyNftTables,
   removeNodeChains,
 } from "./network.ts";
@@ -142,10 +145,10 @@ async function holderAlive(holder: LockRecord): Promise<boolean> {
   return false;
 }
 
-/** Undoes what a dead holder of the machine left: its one node, or its several. */
-async function teardownHolder(dir: string): Promise<void> {
-  if (existsSync(fleetPaths(dir).journal)) await teardownFleet(dir, { machineWide: true });
-  else await teardownNode(dir, { machineWide: true });
+/** Undoes what a dead holder of the machine left: its one node, or its several; returns what it could not. */
+async function teardownHolder(dir: string): Promise<string[]> {
+  if (existsSync(fleetPaths(dir).journal)) return teardownFleet(dir, { machineWide: true });
+  return teardownNode(dir, { machineWide: true });
 }
 
 /** True when this dir may undo machine-wide changes: it holds the node, or nobody live does. */
@@ -169,7 +172,7 @@ export async function claimMachine(
     options.progress(
       `taking over the real node from a cluster that is gone (${takenOver.dir}); cleaning up after it`,
     );
-    await teardownHolder(takenOver.dir);
+    for (const problem of await teardownHolder(takenOver.dir)) options.progress(`left behind: ${problem}`);
   }
 }
 
@@ -201,6 +204,10 @@ export interface MachineRecord {
   preexistingPaths: string[];
   /** nf_tables tables before (undefined: no nft here). */
   nftTablesBefore?: string[];
+  /** KUBE-/CNI- chains before, per family: `down` leaves them. */
+  chainsBefore?: ChainsBefore;
+  /** Pod network namespaces (`cni-*` in /run/netns) before: `down` leaves them. */
+  netnsBefore?: string[];
 }
 
 export async function recordMachine(): Promise<MachineRecord> {
@@ -210,7 +217,16 @@ export async function recordMachine(): Promise<MachineRecord> {
     sysctls,
     preexistingPaths: fixedHostPaths.filter((path) => existsSync(path)),
     nftTablesBefore: await nftTables(),
+    chainsBefore: await recordChains(),
+    netnsBefore: (await Promise.all((await netnsDirs()).map((dir) => readdir(dir).catch(() => [])))).flat(),
   };
+}
+
+/** Where pod network namespaces live; /var/run is most often a link to /run: each directory once. */
+async function netnsDirs(): Promise<string[]> {
+  return [
+    ...new Set(await Promise.all(["/run/netns", "/var/run/netns"].map((d) => realpath(d).catch(() => d)))),
+  ];
 }
 
 export interface PrepareOptions {
@@ -251,6 +267,7 @@ export async function prepareNode(options: PrepareOptions): Promise<void> {
     bridge: journal.bridge,
     podCidr: journal.podCidr,
     apiserverPort: options.apiserverPort,
+    kubeletPorts: [journal.ports.kubelet],
   });
 }
 
@@ -504,29 +521,55 @@ export async function teardownNode(
   const journal = await readJournal(clusterDir);
   const paths = nodePaths(clusterDir);
   const machineWide = options.machineWide ?? (await mayTouchMachine(clusterDir));
+  const step = stepsInto(problems);
 
   // 1. The node's agents first, so that nothing restarts the containers killed next.
   const records = journal?.processes ?? [];
   const agents = records.filter((r) => r.component !== "containerd");
-  await Promise.all(agents.map((record) => stopProcess(record, 3000)));
+  await Promise.all(
+    agents.map((record) => step(`stopping ${record.component}`, () => stopProcess(record, 3000))),
+  );
   // 2. Every container and pod sandbox: all of them live in our cgroup.
-  if (machineWide) await killAndWait(await pidsInCgroup(cgroupRoot));
+  if (machineWide)
+    await step("killing the pods' processes", async () => killAndWait(await pidsInCgroup(cgroupRoot)));
   // 3. containerd, then the shims it started (they outlive it by design) and their children.
-  for (const record of records.filter((r) => r.component === "containerd")) await stopProcess(record, 5000);
-  await killShims([paths.containerdSocket]);
+  for (const record of records.filter((r) => r.component === "containerd"))
+    await step("stopping containerd", () => stopProcess(record, 5000));
+  await step("killing containerd's shims", () => killShims([paths.containerdSocket]));
   // 4. Mounts: rootfs overlays, shm, kubelet's volume tmpfs and its root bind mount.
-  await unmountUnder([paths.root]);
+  await step(`unmounting under ${paths.root}`, () => unmountUnder([paths.root]));
   if (!machineWide) return problems;
   problems.push(
     ...(await undoMachine(journal, {
       root: paths.root,
-      bridges: [journal?.bridge ?? realNodeDefaults.bridge],
+      bridge: checkedLink("bridge", journal?.bridge, realNodeDefaults.bridge),
       cgroupRoots: [cgroupRoot],
       clusterDir,
     })),
   );
   return problems;
 }
+
+/**
+ * Runs one teardown step after another whatever the one before did: a step that throws (a
+ * mount still busy, a process gone between finding and killing it) adds a sentence to
+ * `problems`, and the next step runs. A step that finds problems without throwing pushes them
+ * itself (`reported`).
+ */
+export function stepsInto(problems: string[]) {
+  return async (what: string, action: () => Promise<unknown>): Promise<void> => {
+    try {
+      await action();
+    } catch (err) {
+      problems.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+}
+
+/** A step's action that returns the problems it found: they join `problems`. */
+const reported = (problems: string[], action: () => Promise<string[]>) => async () => {
+  problems.push(...(await action()));
+};
 
 /** Kills the node's shims (found by their containerd's socket in their arguments) and removes their sockets. */
 export async function killShims(containerdSockets: string[]): Promise<void> {
@@ -544,52 +587,103 @@ export async function killShims(containerdSockets: string[]): Promise<void> {
 
 /**
  * The machine-wide half of a teardown, once the node's processes are stopped and its mounts
- * gone: pods' netns, bridges (and the veths on them), iptables chains, new empty nf_tables
+ * gone: pods' netns, the bridge (and the veths on it), iptables chains, new empty nf_tables
  * tables, the pods' cgroups, the fixed host paths the node created, the sysctls, the lock.
+ * Each is tried whatever happened to the ones before; the lock is let go last, always.
+ * Only what the code itself records is taken from `record` (journal.ts).
  */
 export async function undoMachine(
   record: MachineRecord | undefined,
-  options: { root: string; bridges: string[]; cgroupRoots: string[]; clusterDir: string },
+  options: {
+    root: string;
+    /** The node's own bridge, and what the journal named instead, refused (journal.ts). */
+    bridge: { link: string; refused?: string };
+    cgroupRoots: string[];
+    clusterDir: string;
+  },
 ): Promise<string[]> {
+  const problems: string[] = options.bridge.refused ? [options.bridge.refused] : [];
+  const step = stepsInto(problems);
+  try {
+    // Network namespaces of the node's pods (those `up` did not find), then the bridge.
+    await step(
+      "removing the pods' network namespaces",
+      reported(problems, () => removePodNetns(record?.netnsBefore)),
+    );
+    await step(`deleting bridge ${options.bridge.link}`, () => deleteBridge(options.bridge.link));
+    await step(
+      "removing the node's iptables chains",
+      reported(problems, () => removeNodeChains(record?.chainsBefore ?? {})),
+    );
+    await step("removing new empty nf_tables tables", () => removeNewEmptyNftTables(record?.nftTablesBefore));
+    // cgroups (a killed process can take a moment to leave its cgroup).
+    for (const cgroup of options.cgroupRoots)
+      await step(`removing cgroup ${cgroup}`, async () => {
+        await killAndWait(await pidsInCgroup(cgroup));
+        const cgroupsLeft = await removeCgroup(cgroup);
+        if (cgroupsLeft.length) problems.push(`cgroups still busy: ${cgroupsLeft.join(", ")}`);
+      });
+    // Fixed host paths: kubelet's, when the node made them; in shared ones, the node's entries.
+    const preexisting = new Set<string>(record?.preexistingPaths ?? fixedHostPaths);
+    for (const path of kubeletHostPaths) {
+      if (preexisting.has(path)) continue;
+      await step(`removing ${path}`, async () => {
+        await unmountUnder([path]);
+        await rm(path, { recursive: true, force: true });
+      });
+    }
+    if (preexisting.has("/var/log/containers"))
+      await step("removing the pods' log links", () => removeLinksInto("/var/log/containers", options.root));
+    await step("removing the pods' CNI results", async () => {
+      const results = await readdir("/var/lib/cni/results").catch(() => [] as string[]);
+      for (const name of results.filter((n) => n.startsWith(`${cniNetworkName}-`)))
+        await rm(join("/var/lib/cni/results", name), { force: true });
+    });
+    for (const dir of sharedHostDirs) if (!preexisting.has(dir)) await rmdir(dir).catch(() => {});
+    await step(
+      "restoring sysctls",
+      reported(problems, () => restoreSysctls(record?.sysctls)),
+    );
+  } finally {
+    await step("letting go of the machine lock", () =>
+      releaseMachineLock(machineLockPath, options.clusterDir),
+    );
+  }
+  return problems;
+}
+
+/** Writes back the recorded sysctls that changed, those journal.ts accepts; returns the problems. */
+async function restoreSysctls(recorded: unknown): Promise<string[]> {
+  const { restore, refused } = checkedSysctls(recorded);
+  const problems = [...refused];
+  for (const [name, value] of Object.entries(restore)) {
+    if ((await readSysctl(name)) === value) continue;
+    await writeSysctl(name, value).catch((err: Error) => problems.push(`sysctl ${name}: ${err.message}`));
+  }
+  return problems;
+}
+
+/**
+ * Removes the pods' netns files: the `cni-*` ones that `up` did not find. Without a record of
+ * what was there, none is removed, and those present are reported.
+ */
+async function removePodNetns(before: string[] | undefined): Promise<string[]> {
   const problems: string[] = [];
-  // Network namespaces of the pods, then the bridge (and any veth left on it).
-  // /var/run is most often a link to /run: each directory once.
-  const netnsDirs = new Set(
-    await Promise.all(["/run/netns", "/var/run/netns"].map((d) => realpath(d).catch(() => d))),
-  );
-  for (const dir of netnsDirs) {
+  for (const dir of await netnsDirs()) {
     const entries = await readdir(dir).catch(() => [] as string[]);
-    for (const name of entries.filter((n) => n.startsWith("cni-"))) {
+    if (!before) {
+      const present = entries.filter((n) => n.startsWith("cni-"));
+      if (present.length)
+        problems.push(
+          `left ${present.length} network namespaces in ${dir} (${present.slice(0, 3).join(", ")}${present.length > 3 ? ", ..." : ""}): the journal does not record which existed before the node`,
+        );
+      continue;
+    }
+    for (const name of netnsToRemove(entries, before)) {
       const problem = await removeNetns(join(dir, name));
       if (problem) problems.push(problem);
     }
   }
-  for (const bridge of options.bridges) await deleteBridge(bridge);
-  problems.push(...(await removeNodeChains()));
-  await removeNewEmptyNftTables(record?.nftTablesBefore);
-  // cgroups (a killed process can take a moment to leave its cgroup).
-  for (const cgroup of options.cgroupRoots) {
-    await killAndWait(await pidsInCgroup(cgroup));
-    const cgroupsLeft = await removeCgroup(cgroup);
-    if (cgroupsLeft.length) problems.push(`cgroups still busy: ${cgroupsLeft.join(", ")}`);
-  }
-  // Fixed host paths: kubelet's, when the node made them; in shared ones, the node's entries.
-  const preexisting = new Set<string>(record?.preexistingPaths ?? fixedHostPaths);
-  for (const path of kubeletHostPaths) {
-    if (preexisting.has(path)) continue;
-    await unmountUnder([path]);
-    await rm(path, { recursive: true, force: true });
-  }
-  if (preexisting.has("/var/log/containers")) await removeLinksInto("/var/log/containers", options.root);
-  const results = await readdir("/var/lib/cni/results").catch(() => [] as string[]);
-  for (const name of results.filter((n) => n.startsWith(`${cniNetworkName}-`)))
-    await rm(join("/var/lib/cni/results", name), { force: true });
-  for (const dir of sharedHostDirs) if (!preexisting.has(dir)) await rmdir(dir).catch(() => {});
-  for (const [name, value] of Object.entries(record?.sysctls ?? {})) {
-    if (value === undefined || (await readSysctl(name)) === value) continue;
-    await writeSysctl(name, value).catch((err: Error) => problems.push(`sysctl ${name}: ${err.message}`));
-  }
-  await releaseMachineLock(machineLockPath, options.clusterDir);
   return problems;
 }
 
@@ -671,22 +765,34 @@ export async function teardownFleet(
   const journal = await readFleetJournal(clusterDir);
   const paths = fleetPaths(clusterDir);
   const machineWide = options.machineWide ?? (await mayTouchMachine(clusterDir));
+  const problems: string[] = [];
+  const step = stepsInto(problems);
   const members = journal?.members ?? [];
   const records = [...(journal?.processes ?? []), ...members.flatMap((m) => m.processes)];
-  await Promise.all(records.filter((r) => r.component !== "containerd").map((r) => stopProcess(r, 3000)));
-  if (machineWide) for (const member of members) await killAndWait(await pidsInCgroup(member.cgroupRoot));
-  await Promise.all(records.filter((r) => r.component === "containerd").map((r) => stopProcess(r, 5000)));
-  await killShims(members.map(memberSocketOf));
+  const stop = (r: ProcessRecord, ms: number) => step(`stopping ${r.component}`, () => stopProcess(r, ms));
+  await Promise.all(records.filter((r) => r.component !== "containerd").map((r) => stop(r, 3000)));
+  // Only cgroups of the names the code gives (config.ts memberOf): a journal is a file.
+  const ownCgroups = members.map((m) => m.cgroupRoot).filter((c) => /^mlmodel-node-\d+$/.test(c));
+  if (machineWide)
+    for (const cgroup of ownCgroups)
+      await step(`killing the pods of ${cgroup}`, async () => killAndWait(await pidsInCgroup(cgroup)));
+  await Promise.all(records.filter((r) => r.component === "containerd").map((r) => stop(r, 5000)));
+  await step("killing containerd's shims", () => killShims(members.map(memberSocketOf)));
   // A process an `up` killed half-way started but did not live to record: it names the nodes' dir.
-  await killAndWait(await findProcesses((argv) => argv.some((arg) => arg.startsWith(`${paths.root}/`))));
-  await unmountUnder([paths.root]);
-  if (!machineWide) return [];
-  return undoMachine(journal, {
-    root: paths.root,
-    bridges: [journal?.hostBridge ?? multiNodeDefaults.hostBridge],
-    cgroupRoots: members.map((m) => m.cgroupRoot),
-    clusterDir,
-  });
+  await step("killing processes left in the nodes' dir", async () =>
+    killAndWait(await findProcesses((argv) => argv.some((arg) => arg.startsWith(`${paths.root}/`)))),
+  );
+  await step(`unmounting under ${paths.root}`, () => unmountUnder([paths.root]));
+  if (!machineWide) return problems;
+  problems.push(
+    ...(await undoMachine(journal, {
+      root: paths.root,
+      bridge: checkedLink("hostBridge", journal?.hostBridge, multiNodeDefaults.hostBridge),
+      cgroupRoots: ownCgroups,
+      clusterDir,
+    })),
+  );
+  return problems;
 }
 
 // --- health --------------------------------------------------------------------------------

@@ -19,11 +19,23 @@ export const nodeIdentities = {
 const rbac = "rbac.authorization.k8s.io/v1";
 const ns = realNodeDefaults.storageNamespace;
 
+/**
+ * A volume's directory is root's and not world-writable: kubelet gives it to the pod's fsGroup
+ * (group-owned, group-writable, setgid) when it mounts a `local` volume, the node-local
+ * class's type (`volumeTypeAnnotation`).
+ */
 export const setupScript = `#!/bin/sh
 # Creates a volume's directory on the node (run by local-path-provisioner's helper pod).
 set -eu
-mkdir -m 0777 -p "$VOL_DIR"
+mkdir -m 0770 -p "$VOL_DIR"
 `;
+
+/**
+ * The provisioner's StorageClass annotation for the type of the volumes it makes: `local`
+ * volumes get the pod's fsGroup from kubelet (hostPath ones, its default, do not). A class
+ * shared by every node cannot be `local` (a local volume is pinned to one node).
+ */
+export const volumeTypeAnnotation = { defaultVolumeType: "local" } as const;
 export const teardownScript = `#!/bin/sh
 # Deletes a volume's directory from the node when its PersistentVolume is released.
 set -eu
@@ -121,7 +133,7 @@ export function realNodeObjects(): KubernetesObject[] {
       kind: "StorageClass",
       metadata: {
         name: realNodeDefaults.storageClass,
-        annotations: { "storageclass.kubernetes.io/is-default-class": "true" },
+        annotations: { "storageclass.kubernetes.io/is-default-class": "true", ...volumeTypeAnnotation },
       },
       provisioner: realNodeDefaults.provisionerName,
       // The volume is made on the node where its first pod is scheduled.

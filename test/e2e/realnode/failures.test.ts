@@ -10,6 +10,7 @@ import { createServer } from "node:net";
 import { after, before, describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
+import { listenForPods } from "../../../src/cluster/index.ts";
 import type { SampleModel } from "../../../src/images/sample-model.ts";
 import { builtinKinds } from "../../../src/runtime/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
@@ -24,11 +25,13 @@ import {
   waitForModel,
 } from "./fixture.ts";
 
-/** A port on `host` where nothing listens (bound, then let go). */
+/**
+ * A port on `host` where nothing listens (bound, then let go), among those pods may reach: the
+ * node refuses the connection there, where the guard would drop it anywhere else.
+ */
 async function closedPort(host: string): Promise<number> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const { port } = server.address() as { port: number };
+  const port = await listenForPods(server, host);
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }

@@ -5,7 +5,8 @@
 // real-node; the machine hosts one at a time), reported as skipped, with the reason, where the
 // machine cannot host a real node.
 import assert from "node:assert/strict";
-import { readFileSync, readlinkSync } from "node:fs";
+import { readFileSync, readlinkSync, statSync } from "node:fs";
+import http from "node:http";
 import https from "node:https";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -15,10 +16,12 @@ import {
   type ClusterState,
   ensureBinaries,
   kwokTaint,
+  listenForPods,
   loadImage,
   loadImageIfChanged,
   nodePaths,
   packImage,
+  podReachableHostPorts,
   status,
   versions,
 } from "../../../src/cluster/index.ts";
@@ -214,6 +217,44 @@ describe("a real node", () => {
     }
   });
 
+  it("lets pods reach this machine only at the ports meant for them", async () => {
+    const ns = await namespace();
+    const nodeIp = state.realNode!.nodeIp;
+    const answer = (_: http.IncomingMessage, res: http.ServerResponse) => res.end("reached\n");
+    // A host service on every address, as many are, at a port not meant for pods ...
+    const unmeant = http.createServer(answer);
+    // ... and one meant for them, as the tests' model file servers are.
+    const meant = http.createServer(answer);
+    try {
+      await new Promise<void>((resolve) => unmeant.listen(0, "0.0.0.0", resolve));
+      const unmeantPort = (unmeant.address() as { port: number }).port;
+      const meantPort = await listenForPods(meant, nodeIp);
+      const { nodePorts, hostServices } = podReachableHostPorts;
+      for (const range of [nodePorts, hostServices])
+        assert.ok(
+          unmeantPort < range.first || unmeantPort > range.last,
+          `${unmeantPort} is outside the allowed ports`,
+        );
+      // Both answer at the node's address from this machine: the services are up.
+      for (const port of [unmeantPort, meantPort])
+        assert.equal(await (await fetch(`http://${nodeIp}:${port}/`)).text(), "reached\n");
+      // busybox's nc (its static wget cannot resolve even an address): an HTTP request, and the answer's body.
+      const probe = (port: number, label: string) =>
+        `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${nodeIp} ${port} | grep -q '^reached$' && echo ${label}=reached || echo ${label}=unreached`;
+      await createPod(
+        ns,
+        busyboxPod("prober", busybox, `${probe(meantPort, "meant")}; ${probe(unmeantPort, "unmeant")}`),
+      );
+      assert.equal((await waitForPod(core, ns, "prober", "finished", isFinished)).status?.phase, "Succeeded");
+      const output = await logs(ns, "prober");
+      assert.match(output, /^meant=reached$/m, output);
+      assert.match(output, /^unmeant=unreached$/m, output);
+    } finally {
+      unmeant.close();
+      meant.close();
+    }
+  });
+
   it("runs a pod whose IP and ClusterIP answer from the host and from another pod", async () => {
     const ns = await namespace();
     const script =
@@ -363,7 +404,7 @@ describe("a real node", () => {
     assert.equal(await loadImageIfChanged(dir, first), true, "the node no longer holds the first build");
   });
 
-  it("provisions a claim on the default StorageClass; one pod writes, another reads; delete reclaims", async () => {
+  it("provisions a claim on the default StorageClass; one non-root pod writes, another reads; delete reclaims", async () => {
     const ns = await namespace();
     await core.createNamespacedPersistentVolumeClaim({
       namespace: ns,
@@ -372,12 +413,17 @@ describe("a real node", () => {
         spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "16Mi" } } },
       },
     });
-    const withClaim = (name: string, script: string) =>
+    // Two users of one fsGroup, as the operator's restricted pods run: the volume is theirs through it.
+    const fsGroup = 1000;
+    const withClaim = (name: string, script: string, runAsUser: number) =>
       busyboxPod(name, busybox, script, {
         container: { volumeMounts: [{ name: "data", mountPath: "/data" }] },
-        spec: { volumes: [{ name: "data", persistentVolumeClaim: { claimName: "data" } }] },
+        spec: {
+          securityContext: { runAsNonRoot: true, runAsUser, runAsGroup: runAsUser, fsGroup },
+          volumes: [{ name: "data", persistentVolumeClaim: { claimName: "data" } }],
+        },
       });
-    await createPod(ns, withClaim("writer", "echo written-by-writer > /data/file"));
+    await createPod(ns, withClaim("writer", "echo written-by-writer > /data/file", 1000));
     assert.equal((await waitForPod(core, ns, "writer", "finished", isFinished)).status?.phase, "Succeeded");
     const claim = await core.readNamespacedPersistentVolumeClaim({ name: "data", namespace: ns });
     assert.equal(claim.status?.phase, "Bound");
@@ -390,7 +436,14 @@ describe("a real node", () => {
       "written-by-writer\n",
       "a real directory on the node",
     );
-    await createPod(ns, withClaim("reader", "cat /data/file"));
+    const { mode, uid, gid } = statSync(volumeDir);
+    assert.equal(
+      mode & 0o002,
+      0,
+      `the volume's directory is not world-writable (mode ${(mode & 0o7777).toString(8)})`,
+    );
+    assert.deepEqual([uid, gid], [0, fsGroup], "root's, group-owned by the pods' fsGroup");
+    await createPod(ns, withClaim("reader", "cat /data/file", 2000));
     assert.equal((await waitForPod(core, ns, "reader", "finished", isFinished)).status?.phase, "Succeeded");
     assert.equal(await logs(ns, "reader"), "written-by-writer\n");
 
