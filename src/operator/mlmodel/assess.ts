@@ -80,7 +80,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
     revision: s.revision,
     missing: d.missing,
     storage:
-      plan?.source.type === "download"
+      plan?.source.type === "download" && !plan.source.nodeCache
         ? o.children.claims.find((c) => c.metadata?.name === (plan.source as { claimName: string }).claimName)
         : undefined,
     job: s.job,
@@ -89,6 +89,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
     pods: o.pods?.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     ...(o.crashWords ? { crashWords: o.crashWords } : {}),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
+    ...(o.nodeCache ? { nodeCacheStates: o.nodeCache.states } : {}),
   };
 }
 
