@@ -9,6 +9,7 @@ import {
   type MLModel,
   type MLModelSpec,
   mlModelSpecSchema,
+  type StorageMode,
 } from "../api/mlmodel.ts";
 import { defaultCredentialsDir } from "../downloader/contract.ts";
 import { redactUri } from "../downloader/redact.ts";
@@ -189,7 +190,7 @@ export interface StorageContext {
  * the node cache's install never moves a model that a claim serves; else Claim.
  */
 export function storageModeOf(
-  storage: DefaultedMLModelSpec["storage"],
+  storage: Pick<DefaultedMLModelSpec["storage"], "accessMode"> & { mode?: StorageMode },
   context: StorageContext,
 ): "Claim" | "NodeCache" {
   const mode = storage.mode ?? "Auto";
@@ -301,7 +302,8 @@ export function planModel(
       jobName: childNames.download(name, hash),
       ...(nodeCache ? { nodeCache } : {}),
     };
-  } else if (spec.storage.mode === "NodeCache") {
+  }
+  if (source.type !== "download" && spec.storage.mode === "NodeCache") {
     // Admission refuses this (a CEL rule); a CRD older than the rule may still hold it.
     throw new PlanError(
       "NodeCacheNeedsDownload",
