@@ -22,7 +22,6 @@ import type {
   V1SecurityContext,
   V1Service,
   V1ServiceAccount,
-  V1TopologySpreadConstraint,
   V1Volume,
   V1VolumeMount,
   V2HorizontalPodAutoscaler,
@@ -403,17 +402,36 @@ export function cacheCopyContainer(plan: ServingPlan, cache: NodeCacheSource, de
 /**
  * Replicas of a NodeCache model spread over nodes and zones by default: the model is on every
  * node that serves it, so nothing ties them to one node, and a node's loss should take as few
- * as it can. ScheduleAnyway: a cluster of one node or zone still runs every replica.
+ * as it can. Over nodes, a spread constraint (maxSkew 1, ScheduleAnyway: a one-node cluster
+ * still runs every replica). Over zones, a preferred anti-affinity, not a second constraint:
+ * the scheduler scores a soft spread only on nodes that carry every key of it, so on a cluster
+ * whose nodes have no zone label (bare metal, kind, kwok) a zone constraint would switch the
+ * node spread off too; a preference simply does nothing there.
  */
-export function defaultSpread(plan: ServingPlan): V1TopologySpreadConstraint[] {
-  return defaults.spreadTopologyKeys.map((topologyKey) => ({
-    maxSkew: 1,
-    topologyKey,
-    whenUnsatisfiable: "ScheduleAnyway",
-    labelSelector: { matchLabels: servingSelector(plan.name) },
-    // Each revision spreads on its own: a rollout's new pods are placed as a set.
-    matchLabelKeys: [labels.revision],
-  }));
+export function defaultSpread(plan: ServingPlan): Pick<V1PodSpec, "topologySpreadConstraints" | "affinity"> {
+  const selector = { matchLabels: servingSelector(plan.name) };
+  return {
+    topologySpreadConstraints: [
+      {
+        maxSkew: 1,
+        topologyKey: defaults.spread.nodeKey,
+        whenUnsatisfiable: "ScheduleAnyway",
+        labelSelector: selector,
+        // Each revision spreads on its own: a rollout's new pods are placed as a set.
+        matchLabelKeys: [labels.revision],
+      },
+    ],
+    affinity: {
+      podAntiAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: defaults.spread.zoneWeight,
+            podAffinityTerm: { topologyKey: defaults.spread.zoneKey, labelSelector: selector },
+          },
+        ],
+      },
+    },
+  };
 }
 
 /**
@@ -542,7 +560,7 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
     ...(placement?.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
     ...(placement?.tolerations?.length ? { tolerations: placement.tolerations } : {}),
     ...(placement?.affinity ? { affinity: placement.affinity as V1Affinity } : {}),
-    ...(cache && !placement ? { topologySpreadConstraints: defaultSpread(plan) } : {}),
+    ...(cache && !placement ? defaultSpread(plan) : {}),
   };
   let revision = revisionOfPlan.get(plan);
   if (revision === undefined) {

@@ -79,8 +79,13 @@ export const defaults = {
     requests: { cpu: "50m", memory: "64Mi" },
     limits: { memory: "256Mi" },
   },
-  /** Topology keys a NodeCache model's replicas spread over when the user gives no placement. */
-  spreadTopologyKeys: ["kubernetes.io/hostname", "topology.kubernetes.io/zone"],
+  /** Where a NodeCache model's replicas spread when the user gives no placement (desired.ts). */
+  spread: {
+    nodeKey: "kubernetes.io/hostname",
+    zoneKey: "topology.kubernetes.io/zone",
+    /** The zone preference's weight beside the scheduler's other scores (1-100). */
+    zoneWeight: 50,
+  },
   /** Where the download Job of a NodeCache model writes before it uploads to its node's agent. */
   scratchMountPath: "/scratch",
 } as const;

@@ -231,17 +231,20 @@ describe("NodeCache mode", () => {
   });
 
   it("spreads replicas over nodes and zones unless the user places them", () => {
-    const spread = desiredDeployment(nodeCachePlan(), owner).spec!.template.spec!.topologySpreadConstraints;
+    const pod = desiredDeployment(nodeCachePlan(), owner).spec!.template.spec!;
+    const spread = pod.topologySpreadConstraints;
     assert.deepEqual(
       spread?.map((c) => [c.topologyKey, c.maxSkew, c.whenUnsatisfiable]),
-      [
-        ["kubernetes.io/hostname", 1, "ScheduleAnyway"],
-        ["topology.kubernetes.io/zone", 1, "ScheduleAnyway"],
-      ],
+      [["kubernetes.io/hostname", 1, "ScheduleAnyway"]],
     );
     assert.deepEqual(spread?.[0]?.labelSelector?.matchLabels, servingSelector("resnet"));
+    // Zones by preference: a zone constraint would turn the node spread off where nodes have no zone label.
+    const zone = pod.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0];
+    assert.equal(zone?.podAffinityTerm.topologyKey, "topology.kubernetes.io/zone");
+    assert.deepEqual(zone?.podAffinityTerm.labelSelector?.matchLabels, servingSelector("resnet"));
     const placed = nodeCachePlan({ ...spec, placement: { nodeSelector: { pool: "gpu" } } });
     assert.equal(desiredDeployment(placed, owner).spec!.template.spec!.topologySpreadConstraints, undefined);
+    assert.equal(desiredDeployment(placed, owner).spec!.template.spec!.affinity, undefined);
   });
 
   it("is a revision of its own: moving a model between modes rolls it once", () => {
