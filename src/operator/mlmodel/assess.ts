@@ -53,7 +53,8 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
       "download pods",
       now,
       lookGivenClaimMs(s.job, o.now, {
-        bound: observed.storage?.status?.phase === "Bound",
+        // A NodeCache download has no claim to wait for.
+        bound: observed.storage?.status?.phase === "Bound" || usesNodeCache(d.plan),
         podWaitsForIt: graceLeft !== undefined,
       }),
     ),
@@ -64,6 +65,10 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
     ...(servingLookNoLongerNeeded(o.model, observed.deployment) ? (["serving pods"] as const) : []),
   ];
   return { status, waits: { wakes, over } };
+}
+
+function usesNodeCache(plan: Decision["plan"]): boolean {
+  return plan?.source.type === "download" && plan.source.nodeCache !== undefined;
 }
 
 function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
