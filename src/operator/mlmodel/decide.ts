@@ -109,10 +109,15 @@ type PlanFor = (
 function planner(o: Observation): PlanFor {
   const { runtimes } = o;
   const claimName = childNames.storage(o.model.metadata.name!);
-  const storage: StorageContext = {
-    ...(o.nodeCache ? { nodeCacheUrl: o.nodeCache.url, cacheCopyImage: o.nodeCache.image } : {}),
-    hasClaim: o.children.claims.some((c) => c.metadata?.name === claimName),
-  };
+  // Whether the model has its claim matters only with a node cache (Auto keeps a claim-served
+  // model on its claim): without one it is left out, so a new claim does not plan again.
+  const storage: StorageContext = o.nodeCache
+    ? {
+        nodeCacheUrl: o.nodeCache.url,
+        cacheCopyImage: o.nodeCache.image,
+        hasClaim: o.children.claims.some((c) => c.metadata?.name === claimName),
+      }
+    : {};
   return (model, recorded) => {
     const resolution = resolveRuntime(model, runtimes.namespaced, runtimes.cluster);
     if (!resolution.ok) return { planFailure: resolution };
