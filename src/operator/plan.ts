@@ -204,7 +204,7 @@ export function storageModeOf(
     if (!context.nodeCacheUrl) {
       throw new PlanError(
         "NodeCacheNotInstalled",
-        "spec.storage.mode is NodeCache but the operator found no node cache (Service mlmodel-node-cache in its namespace); install it (Helm value nodeCache.enabled, or `mlmodel install`), or set spec.storage.mode to Auto or Claim",
+        "spec.storage.mode is NodeCache but the operator found no node cache (Service mlmodel-node-cache in its namespace); install it (Helm value nodeCache.enabled, or dist/install.yaml) and restart the operator, or set spec.storage.mode to Auto or Claim",
         "StorageReady",
       );
     }
