@@ -32,6 +32,11 @@ export interface OperatorConfig {
   nodeCacheUrl?: string;
   /** The operator's namespace, where the node cache's agents write their state ConfigMaps. */
   nodeCacheNamespace?: string;
+  /**
+   * Whether the operator's caches see the agents' state ConfigMaps (false when its namespaces
+   * leave the node cache's out): without them status.cache lists no node rather than none.
+   */
+  nodeCacheStatesWatched?: boolean;
 }
 
 export const defaultOperatorConfig: OperatorConfig = {

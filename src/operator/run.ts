@@ -90,10 +90,21 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
   });
   const nodeCache = await findNodeCache(client, options, mgr.log);
   if (nodeCache.url) mgr.log.info(nodeCache, "models may use the node cache");
+  const watched = options.namespaces ?? [];
+  const statesWatched =
+    watched.length === 0 ||
+    (options.nodeCacheNamespace !== undefined && watched.includes(options.nodeCacheNamespace));
+  if (nodeCache.url && !statesWatched) {
+    mgr.log.warn(
+      { namespaces: watched, nodeCacheNamespace: options.nodeCacheNamespace },
+      "the node cache's namespace is not watched: status.cache lists no node (add it to --namespace to see the agents' reports)",
+    );
+  }
   addMLModelController(mgr, {
     downloaderImage: options.downloaderImage ?? defaultOperatorConfig.downloaderImage,
     ...(nodeCache.url ? { nodeCacheUrl: nodeCache.url } : {}),
     ...(options.nodeCacheNamespace ? { nodeCacheNamespace: options.nodeCacheNamespace } : {}),
+    nodeCacheStatesWatched: statesWatched,
     concurrency: options.concurrency,
   });
   // Per-model metrics, read from the controller's MLModel cache at each scrape.

@@ -66,10 +66,10 @@ export interface Observed {
   crashWords?: ReadonlyMap<string, string>;
   service?: V1Service;
   /**
-   * The agents' states that list the model's keys, when the operator has a node cache;
-   * undefined without one.
+   * Set when the operator has a node cache: the agents' states that list the model's keys, or
+   * none when the operator cannot see them (its namespaces leave out the agents').
    */
-  nodeCacheStates?: readonly NodeCacheState[];
+  nodeCache?: { states?: readonly NodeCacheState[] };
 }
 
 export type ConditionType =
@@ -523,12 +523,12 @@ function storageStatus(o: Observed): Pick<MLModelStatus, "storageMode" | "cache"
   const source = o.plan?.source;
   if (source?.type !== "download") return {};
   if (source.nodeCache) {
-    return {
-      storageMode: "NodeCache",
-      cache: nodeCacheStatus(source.nodeCache.key, source.nodeCache.url, o.nodeCacheStates ?? []),
-    };
+    const { key, url } = source.nodeCache;
+    const states = o.nodeCache?.states;
+    // Without the agents' states no node is listed: none would say no node holds it.
+    return { storageMode: "NodeCache", cache: states ? nodeCacheStatus(key, url, states) : { key, url } };
   }
-  return o.nodeCacheStates ? { storageMode: "Claim" } : {};
+  return o.nodeCache ? { storageMode: "Claim" } : {};
 }
 
 /**

@@ -94,7 +94,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
     pods: o.pods?.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     ...(o.crashWords ? { crashWords: o.crashWords } : {}),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
-    ...(o.nodeCache ? { nodeCacheStates: o.nodeCache.states } : {}),
+    ...(o.nodeCache ? { nodeCache: o.nodeCache.states ? { states: o.nodeCache.states } : {} } : {}),
   };
 }
 

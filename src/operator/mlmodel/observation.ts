@@ -82,8 +82,11 @@ export interface NodeCacheObservation {
   url: string;
   /** The image of the serving pods' cache-copy init container. */
   image: string;
-  /** The states of the agents that list a key of this model (its spec's, its status's). */
-  states: readonly NodeCacheState[];
+  /**
+   * The states of the agents that list a key of this model (its spec's, its status's); none
+   * when the operator does not watch the agents' namespace (its --namespace leave it out).
+   */
+  states?: readonly NodeCacheState[];
 }
 
 /** What only a canary needs of the cluster (canary.ts, observeCanary). */

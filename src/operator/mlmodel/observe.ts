@@ -93,17 +93,18 @@ function observeNodeCache(
   model: MLModel,
   config: Partial<OperatorConfig>,
 ): NodeCacheObservation {
+  const base = {
+    url: config.nodeCacheUrl!,
+    image: config.downloaderImage ?? defaultOperatorConfig.downloaderImage,
+  };
+  if (config.nodeCacheStatesWatched === false) return base;
   const configMaps = ctx.cache(builtinKinds.ConfigMap);
   const found = new Set<Readonly<KubeObject>>();
   for (const key of modelCacheKeys(model))
     for (const cm of configMaps.byIndex(nodeCacheKeysIndex, key))
       if (!config.nodeCacheNamespace || cm.metadata.namespace === config.nodeCacheNamespace) found.add(cm);
   const states = [...found].map(nodeCacheStateOf).filter((s) => s !== undefined);
-  return {
-    url: config.nodeCacheUrl!,
-    image: config.downloaderImage ?? defaultOperatorConfig.downloaderImage,
-    states,
-  };
+  return { ...base, states };
 }
 
 /**

@@ -378,7 +378,7 @@ describe("status from the agents' states", () => {
       missing: [],
       jobPods: [],
       pods: undefined,
-      nodeCacheStates: states,
+      nodeCache: { states },
     };
     const status = computeStatus(observed);
     assert.equal(status.storageMode, "NodeCache");
@@ -399,8 +399,21 @@ describe("status from the agents' states", () => {
     };
     const claim = planModel(model(spec), tf);
     assert.equal(computeStatus({ ...base, plan: claim }).storageMode, undefined);
-    assert.equal(computeStatus({ ...base, plan: claim, nodeCacheStates: [] }).storageMode, "Claim");
-    assert.equal(computeStatus({ ...base, plan: claim, nodeCacheStates: [] }).cache, undefined);
+    assert.equal(computeStatus({ ...base, plan: claim, nodeCache: { states: [] } }).storageMode, "Claim");
+    assert.equal(computeStatus({ ...base, plan: claim, nodeCache: { states: [] } }).cache, undefined);
+  });
+
+  it("lists no node, rather than none, when the operator cannot see the agents' states", () => {
+    const base = {
+      model: model(spec),
+      now: "2026-11-27T10:00:00Z",
+      missing: [],
+      jobPods: [],
+      pods: undefined,
+    };
+    const status = computeStatus({ ...base, plan: nodeCachePlan(), nodeCache: {} });
+    assert.equal(status.storageMode, "NodeCache");
+    assert.deepEqual(status.cache, { key, url });
   });
 
   it("the node cache's URL is its Service's ClusterIP and port, none for a headless one", () => {

@@ -115,6 +115,13 @@ describe("reconcile with a node cache installed", () => {
     assert.equal(cache?.bytesFromOrigin, 10);
   });
 
+  it("an operator that does not watch the agents' namespace lists no node rather than none", async () => {
+    const w = withNodeCache(modelWorld(spec, [builtinKinds.ConfigMap, stateConfigMap("node-a")]));
+    Object.assign(w.config, { nodeCacheStatesWatched: false });
+    await w.reconcile();
+    assert.deepEqual(w.lastStatus()?.cache, { key: cacheKey(uri), url });
+  });
+
   it("NodeCache asked without a node cache fails the model with a StorageReady condition that says what to do", async () => {
     const w = modelWorld({ ...spec, storage: { mode: "NodeCache" } });
     await w.reconcile();
