@@ -104,7 +104,7 @@ function checkedNodeCacheUrl(value: string): string {
     if (url.protocol === "http:" || url.protocol === "https:") return value.replace(/\/+$/, "");
   } catch {}
   throw new CliError(
-    `--node-cache-url "${value}" must be an http:// URL such as http://10.96.0.20:8375, or none`,
+    `--node-cache-url "${value}" must be an http:// or https:// URL such as http://10.96.0.20:8375, or none`,
     2,
   );
 }
