@@ -19,6 +19,7 @@ import {
   namespacedAccess,
   rulesFor,
 } from "../src/install/manifests.ts";
+import { nodeCacheManifests, operatorNodeCacheRules } from "../src/install/node-cache.ts";
 import {
   disruptionBudget,
   metricsService,
@@ -52,6 +53,8 @@ export const crdObjects = (): KubeObject[] => bundleObjects((f) => f.startsWith(
 export const runtimeObjects = (): KubeObject[] => bundleObjects((f) => f.startsWith("runtimes/"));
 export const rbacObjects = (): KubeObject[] => bundleObjects((f) => f.startsWith("rbac/"));
 export const managerObjects = (): KubeObject[] => [managerDeployment(), metricsService(), disruptionBudget()];
+/** The node cache (docs/model-cache.md): its agents run the same image as the operator. */
+export const nodeCacheObjects = (image = defaultImage): KubeObject[] => nodeCacheManifests({ image });
 
 /**
  * Everything `kubectl apply --server-side -f dist/install.yaml` creates, CRDs first. The
@@ -59,7 +62,13 @@ export const managerObjects = (): KubeObject[] => [managerDeployment(), metricsS
  * any, so objects of a kind whose CRD is in the same file are refused on a fresh cluster.
  * They are a second step (deploy/kustomize/runtimes), as KServe ships its cluster resources.
  */
-export const installObjects = (): KubeObject[] => [...crdObjects(), ...rbacObjects(), ...managerObjects()];
+export const installObjects = (): KubeObject[] => [
+  ...crdObjects(),
+  ...rbacObjects(),
+  // Before the manager, which looks for the node cache when it starts.
+  ...nodeCacheObjects(),
+  ...managerObjects(),
+];
 
 export function yamlStream(objects: readonly KubeObject[]): string {
   return objects.map((o) => stringify(o, { lineWidth: 0 })).join("---\n");
@@ -75,6 +84,13 @@ function kustomization(resources: string[], comment: string): string {
 
 const chartDir = "deploy/helm/mlmodel-operator";
 
+/** What templates/node-cache.yaml replaces in files/node-cache.yaml. */
+export const chartPlaceholders = {
+  namespace: "RELEASE-NAMESPACE",
+  image: "RELEASE-IMAGE",
+  budget: "NODE-CACHE-BUDGET",
+} as const;
+
 /** Every generated file, relative to the repo root. */
 export function renderInstallFiles(): Map<string, string> {
   const files = new Map<string, string>();
@@ -82,12 +98,13 @@ export function renderInstallFiles(): Map<string, string> {
 
   put("deploy/kustomize/base/crds.yaml", crdObjects());
   put("deploy/kustomize/base/rbac.yaml", rbacObjects());
+  put("deploy/kustomize/base/node-cache.yaml", nodeCacheObjects());
   put("deploy/kustomize/base/manager.yaml", managerObjects());
   files.set(
     "deploy/kustomize/base/kustomization.yaml",
     kustomization(
-      ["crds.yaml", "rbac.yaml", "manager.yaml"],
-      "The operator: CRDs, namespace, ServiceAccount, RBAC, manager Deployment and metrics Service.",
+      ["crds.yaml", "rbac.yaml", "node-cache.yaml", "manager.yaml"],
+      "The operator: CRDs, namespace, ServiceAccount, RBAC, the node cache, manager Deployment and metrics Service.",
     ),
   );
   put("deploy/kustomize/runtimes/runtimes.yaml", runtimeObjects());
@@ -119,6 +136,15 @@ export function renderInstallFiles(): Map<string, string> {
     spec: policySpec(p, operatorUsernamePlaceholder),
   }));
   files.set(`${chartDir}/files/admission-policies.yaml`, header + stringify(policies, { lineWidth: 0 }));
+  // The node cache, with placeholders templates/node-cache.yaml replaces by the release's
+  // namespace, image and nodeCache.budget.
+  const nodeCache = nodeCacheManifests({
+    namespace: chartPlaceholders.namespace,
+    image: chartPlaceholders.image,
+    budget: chartPlaceholders.budget,
+  });
+  put(`${chartDir}/files/node-cache.yaml`, nodeCache);
+  files.set(`${chartDir}/files/operator-node-cache-rules.yaml`, header + stringify(operatorNodeCacheRules));
   return files;
 }
 

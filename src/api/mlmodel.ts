@@ -228,10 +228,22 @@ const resourcesSpec = {
 const storageSpec = {
   type: "object",
   description:
-    "The PersistentVolumeClaim the model is downloaded into and served from. Not used for pvc:// URIs (the user's claim is mounted in place) nor for models read by the server itself.",
+    "Where a downloaded model is kept: one PersistentVolumeClaim that every replica mounts (mode Claim), or the node cache, a copy on each node that serves it (mode NodeCache). Not used for pvc:// URIs (the user's claim is mounted in place) nor for models read by the server itself. See docs/model-cache.md.",
   default: {},
   properties: {
-    size: { ...quantity("Size of the claim; must hold the unpacked model."), default: "10Gi" },
+    mode: {
+      type: "string",
+      description:
+        "Claim: the model is downloaded once into one PersistentVolumeClaim that every replica mounts (replicas share its node with a ReadWriteOnce class). NodeCache: the node cache agents keep the model on each node that serves it, fetched from the origin once and copied between nodes; replicas spread over nodes and zones, each pod copies the model into its own emptyDir before its server starts. Auto (the default) is NodeCache when the node cache is installed, the model is downloaded (not pvc://) and accessMode is not ReadWriteMany, and the model has no claim of its own yet (an operator upgrade never moves a served model); else Claim.",
+      enum: ["Auto", "Claim", "NodeCache"],
+      default: "Auto",
+    },
+    size: {
+      ...quantity(
+        "Size of the claim (Claim), or the limit of each serving pod's copy and of the download's scratch space (NodeCache); must hold the unpacked model.",
+      ),
+      default: "10Gi",
+    },
     storageClassName: objectName("StorageClass of the claim; the cluster default when empty."),
     accessMode: {
       type: "string",
@@ -241,6 +253,15 @@ const storageSpec = {
       default: "ReadWriteOnce",
     },
   },
+  "x-kubernetes-validations": [
+    {
+      rule: "!has(self.mode) || self.mode != 'NodeCache' || !has(self.accessMode) || self.accessMode != 'ReadWriteMany'",
+      message:
+        "mode NodeCache keeps no claim, so accessMode ReadWriteMany has nothing to apply to: use mode Claim for a shared ReadWriteMany claim, or leave accessMode out",
+      fieldPath: ".accessMode",
+      reason: "FieldValueInvalid",
+    },
+  ],
 } as const;
 
 // A canary: the newest revision serves a share of the traffic beside the stable one before it
@@ -593,6 +614,13 @@ export const mlModelSpecSchema = {
       reason: "FieldValueInvalid",
     },
     {
+      rule: "!has(self.storage) || !has(self.storage.mode) || self.storage.mode != 'NodeCache' || (has(self.model.uri) && !self.model.uri.startsWith('pvc://'))",
+      message:
+        "storage.mode NodeCache caches a downloaded model, so it needs a model.uri that is downloaded (s3://, gs://, https://, azblob://, hf://); a pvc:// model is mounted in place: use storage.mode Auto or Claim",
+      fieldPath: ".storage.mode",
+      reason: "FieldValueInvalid",
+    },
+    {
       rule: "!has(self.model.path) || has(self.image)",
       message: "model.path names a path inside a custom image: set image too, or use model.uri",
       fieldPath: ".model.path",
@@ -775,6 +803,55 @@ const canaryStatus = {
   },
 } as const;
 
+const nodeCacheStatus = {
+  type: "object",
+  description:
+    "The model's version in the node cache (storage mode NodeCache), as the node cache agents report it in their state ConfigMaps. See docs/model-cache.md.",
+  properties: {
+    key: {
+      type: "string",
+      description:
+        "Cache key of the version being served or rolled out: a hash of its exact URI and sha256 (two models with both the same share one entry). Serving pods carry it as label serving.mlmodel.dev/cache-key.",
+    },
+    url: { type: "string", description: "URL of the node cache the pods use (its Service)." },
+    nodes: {
+      type: "array",
+      description: "Each node whose agent holds the key, by node name.",
+      maxItems: 1000,
+      items: {
+        type: "object",
+        required: ["node"],
+        properties: {
+          node: { type: "string", description: "Name of the node." },
+          size: { type: "integer", description: "Bytes of the entry on that node." },
+          files: { type: "integer", description: "Files of the entry." },
+          source: {
+            type: "string",
+            description:
+              "Where the node got it: Origin (a download Job on that node fetched it) or Peer (copied from another node's agent).",
+            enum: ["Origin", "Peer"],
+          },
+          peer: { type: "string", description: "The node it was copied from, when source is Peer." },
+          inUse: {
+            type: "boolean",
+            description: "A pod on that node serves it: the agent never evicts it while true.",
+          },
+          completedAt: { type: "string", format: "date-time", description: "When the entry was complete." },
+        },
+      },
+    },
+    nodesCached: { type: "integer", description: "Nodes whose agent holds the key." },
+    bytesFromOrigin: {
+      type: "integer",
+      description: "Bytes of this entry fetched from the origin, summed over the nodes that report it.",
+    },
+    bytesFromPeers: {
+      type: "integer",
+      description: "Bytes of this entry copied from other nodes, summed over the nodes that report it.",
+    },
+  },
+} as const;
+
 export const mlModelStatusSchema = {
   type: "object",
   description:
@@ -809,6 +886,13 @@ export const mlModelStatusSchema = {
     download: downloadStatus,
     revision: revisionStatus,
     canary: canaryStatus,
+    storageMode: {
+      type: "string",
+      description:
+        "The storage mode in use (spec.storage.mode with Auto resolved): Claim or NodeCache; absent when nothing is downloaded.",
+      enum: ["Claim", "NodeCache"],
+    },
+    cache: nodeCacheStatus,
   },
 } as const;
 
@@ -821,4 +905,6 @@ export type Condition = NonNullable<MLModelStatus["conditions"]>[number];
 export type Phase = NonNullable<MLModelStatus["phase"]>;
 export type CanarySpec = NonNullable<NonNullable<MLModelSpec["rollout"]>["canary"]>;
 export type CanaryStatus = NonNullable<MLModelStatus["canary"]>;
+export type NodeCacheStatus = NonNullable<MLModelStatus["cache"]>;
+export type StorageMode = NonNullable<NonNullable<MLModelSpec["storage"]>["mode"]>;
 export type ServingRevision = NonNullable<NonNullable<MLModelStatus["revision"]>["serving"]>[number];

@@ -6,6 +6,7 @@
 import { clusterServingRuntimeKind } from "../api/kinds.ts";
 import { builtinKinds, type KubeClient, type KubeObject, type ResourceKind } from "../runtime/index.ts";
 import { defaultOperatorNamespace, installManifests } from "./manifests.ts";
+import { type NodeCacheOptions, nodeCacheManifests } from "./node-cache.ts";
 import { type OperatorDeploymentOptions, operatorPodManifests } from "./operator-deployment.ts";
 
 const installFieldManager = "mlmodel-install";
@@ -36,6 +37,7 @@ export const installKinds: Record<string, ResourceKind> = {
   Deployment: builtinKinds.Deployment,
   Service: builtinKinds.Service,
   PodDisruptionBudget: builtinKinds.PodDisruptionBudget,
+  DaemonSet: builtinKinds.DaemonSet,
 };
 
 export interface InstallOptions {
@@ -44,6 +46,8 @@ export interface InstallOptions {
   watchNamespaces?: readonly string[];
   /** Also run the operator as pods: its Deployment, metrics Service and disruption budget. */
   operatorPods?: Omit<OperatorDeploymentOptions, "namespace" | "watchNamespaces">;
+  /** Also install the node cache (its agents, their rights, their Service): docs/model-cache.md. */
+  nodeCache?: Omit<NodeCacheOptions, "namespace">;
   progress?: (line: string) => void;
   signal?: AbortSignal;
 }
@@ -77,7 +81,15 @@ export async function install(client: KubeClient, options: InstallOptions = {}):
   for (const obj of bundle.filter((o) => o.kind === "ClusterServingRuntime")) {
     applied.push(await applyOne(client, obj, options));
   }
-  // Last: the pods start once everything they serve and the rights they run with are there.
+  // Last: the pods start once everything they serve and the rights they run with are there;
+  // the node cache before the operator, which looks for it when it starts.
+  if (options.nodeCache) {
+    const objects = nodeCacheManifests({
+      ...options.nodeCache,
+      namespace: options.namespace ?? defaultOperatorNamespace,
+    });
+    for (const obj of objects) applied.push(await applyOne(client, obj, options));
+  }
   if (options.operatorPods) {
     const pods = operatorPodManifests({
       ...options.operatorPods,

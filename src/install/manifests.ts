@@ -9,6 +9,7 @@ import { type Access, leaderElectionAccess, operatorAccess } from "../operator/a
 import { operatorName } from "../operator/names.ts";
 import type { KubeObject } from "../runtime/index.ts";
 import { builtinRuntimes } from "./builtin-runtimes.ts";
+import { operatorNodeCacheRbac } from "./node-cache.ts";
 import { admissionPolicyManifests, partOf } from "./policies.ts";
 
 export const defaultOperatorNamespace = "mlmodel-system";
@@ -106,6 +107,8 @@ export function rbacManifests(namespace = defaultOperatorNamespace, scope: RbacS
       },
       subjects: [subject],
     },
+    // Finding the node cache and reading its agents' states, whether or not it is installed.
+    ...operatorNodeCacheRbac(namespace, operatorName),
     ...admissionPolicyManifests(namespace),
   ];
 }

@@ -38,12 +38,14 @@ import {
   terminationLogPath,
 } from "../downloader/contract.ts";
 import { uriHasSecrets } from "../downloader/redact.ts";
+import { cacheCopyCommand, cacheKeyLabel, downloadCacheFlags } from "../nodecache/contract.ts";
 import { deepFreeze, type OwnerReference } from "../runtime/index.ts";
 import { canonicalJson, childLabels, childNames, labels, servingSelector, shortHash } from "./names.ts";
-import { defaults, type OperatorConfig, type ServingPlan } from "./plan.ts";
+import { defaults, type NodeCacheSource, type OperatorConfig, type ServingPlan } from "./plan.ts";
 
 const volumeNames = {
   model: "model",
+  scratch: "scratch",
   config: "model-config",
   credentials: "credentials",
   tmp: "tmp",
@@ -101,8 +103,13 @@ export function desiredStorage(
   return memoChild(plan, ["PersistentVolumeClaim", owner], () => storageOf(plan, owner));
 }
 
+/** Whether the plan's model lives in a claim of ours (a download in storage mode Claim). */
+export function usesOwnClaim(plan: ServingPlan): boolean {
+  return plan.source.type === "download" && !plan.source.nodeCache;
+}
+
 function storageOf(plan: ServingPlan, owner: OwnerReference): V1PersistentVolumeClaim | undefined {
-  if (plan.source.type !== "download") return undefined;
+  if (plan.source.type !== "download" || plan.source.nodeCache) return undefined;
   const storage = plan.spec.storage;
   return {
     apiVersion: "v1",
@@ -224,11 +231,13 @@ function downloadJobOf(plan: ServingPlan, owner: OwnerReference, config: Operato
   if (source.type !== "download") return undefined;
   const creds = credentialVolume(plan);
   const uri = downloadUri(plan, source);
+  const cache = source.nodeCache;
   const args = [
     ...("args" in uri ? ["--uri", uri.args] : ["--uri-from-env", modelUriEnv]),
     "--dest",
-    source.dest,
+    cache ? scratchDest(plan, source) : source.dest,
     ...(source.sha256 ? ["--sha256", source.sha256] : []),
+    ...(cache ? [downloadCacheFlags.url, cache.url, downloadCacheFlags.key, cache.key] : []),
   ];
   const env: V1EnvVar[] = [
     ...("secret" in uri
@@ -288,14 +297,20 @@ function downloadJobOf(plan: ServingPlan, owner: OwnerReference, config: Operato
               terminationMessagePolicy: "FallbackToLogsOnError",
               securityContext: { ...containerSecurity, readOnlyRootFilesystem: true },
               volumeMounts: [
-                { name: volumeNames.model, mountPath: plan.mountPath },
+                cache
+                  ? { name: volumeNames.scratch, mountPath: defaults.scratchMountPath }
+                  : { name: volumeNames.model, mountPath: plan.mountPath },
                 { name: volumeNames.tmp, mountPath: "/tmp" },
                 ...creds.mounts,
               ],
             },
           ],
           volumes: [
-            { name: volumeNames.model, persistentVolumeClaim: { claimName: source.claimName } },
+            // In NodeCache mode the download lands in scratch space and is uploaded to the
+            // node's agent; the pod's disk use is bounded like a serving pod's copy.
+            cache
+              ? { name: volumeNames.scratch, emptyDir: { sizeLimit: String(plan.spec.storage.size) } }
+              : { name: volumeNames.model, persistentVolumeClaim: { claimName: source.claimName } },
             { name: volumeNames.tmp, emptyDir: {} },
             ...creds.volumes,
           ],
@@ -303,6 +318,14 @@ function downloadJobOf(plan: ServingPlan, owner: OwnerReference, config: Operato
       },
     },
   };
+}
+
+/**
+ * Where a NodeCache download writes: the same layout under the scratch mount as the serving
+ * pods' copy under the model mount, so the entry's files are the model directory's.
+ */
+function scratchDest(plan: ServingPlan, source: DownloadSource): string {
+  return `${defaults.scratchMountPath}${source.dest.slice(plan.mountPath.length)}`;
 }
 
 function probeHandler(plan: ServingPlan): Pick<V1Probe, "httpGet" | "tcpSocket"> {
@@ -334,6 +357,13 @@ function resources(plan: ServingPlan): V1Container["resources"] {
 function modelVolume(plan: ServingPlan): { volumes: V1Volume[]; mounts: V1VolumeMount[] } {
   const source = plan.source;
   if (source.type === "none") return { volumes: [], mounts: [] };
+  if (source.type === "download" && source.nodeCache) {
+    // The pod's own copy, filled by the cache-copy init container from its node's agent.
+    return {
+      volumes: [{ name: volumeNames.model, emptyDir: { sizeLimit: String(plan.spec.storage.size) } }],
+      mounts: [{ name: volumeNames.model, mountPath: plan.mountPath, readOnly: true }],
+    };
+  }
   return {
     volumes: [
       { name: volumeNames.model, persistentVolumeClaim: { claimName: source.claimName, readOnly: true } },
@@ -346,6 +376,61 @@ function modelVolume(plan: ServingPlan): { volumes: V1Volume[]; mounts: V1Volume
         ...(source.type === "pvc" && source.subPath ? { subPath: source.subPath } : {}),
       },
     ],
+  };
+}
+
+/**
+ * The init container of a NodeCache serving pod: `mlmodel cache-copy` asks its node's agent
+ * for the version (a peer copy when the node lacks it), then copies it into the pod's model
+ * volume, checking every file's sha256. So the version is on the node and verified before the
+ * server starts, and no serving pod fetches from the origin.
+ */
+export function cacheCopyContainer(plan: ServingPlan, cache: NodeCacheSource, dest: string): V1Container {
+  return {
+    name: "cache-copy",
+    image: cache.image,
+    command: [...cacheCopyCommand],
+    args: ["--cache", cache.url, "--key", cache.key, "--dest", dest],
+    resources: structuredClone(defaults.cacheCopyResources) as V1Container["resources"],
+    terminationMessagePath: terminationLogPath,
+    terminationMessagePolicy: "FallbackToLogsOnError",
+    securityContext: { ...containerSecurity, readOnlyRootFilesystem: true },
+    volumeMounts: [{ name: volumeNames.model, mountPath: plan.mountPath }],
+  };
+}
+
+/**
+ * Replicas of a NodeCache model spread over nodes and zones by default: the model is on every
+ * node that serves it, so nothing ties them to one node, and a node's loss should take as few
+ * as it can. Over nodes, a spread constraint (maxSkew 1, ScheduleAnyway: a one-node cluster
+ * still runs every replica). Over zones, a preferred anti-affinity, not a second constraint:
+ * the scheduler scores a soft spread only on nodes that carry every key of it, so on a cluster
+ * whose nodes have no zone label (bare metal, kind, kwok) a zone constraint would switch the
+ * node spread off too; a preference simply does nothing there.
+ */
+export function defaultSpread(plan: ServingPlan): Pick<V1PodSpec, "topologySpreadConstraints" | "affinity"> {
+  const selector = { matchLabels: servingSelector(plan.name) };
+  return {
+    topologySpreadConstraints: [
+      {
+        maxSkew: 1,
+        topologyKey: defaults.spread.nodeKey,
+        whenUnsatisfiable: "ScheduleAnyway",
+        labelSelector: selector,
+        // Each revision spreads on its own: a rollout's new pods are placed as a set.
+        matchLabelKeys: [labels.revision],
+      },
+    ],
+    affinity: {
+      podAntiAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: defaults.spread.zoneWeight,
+            podAffinityTerm: { topologyKey: defaults.spread.zoneKey, labelSelector: selector },
+          },
+        ],
+      },
+    },
   };
 }
 
@@ -461,16 +546,21 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
     volumeMounts: [...model.mounts, ...configMounts, ...creds.mounts],
   };
   const placement = plan.spec.placement;
+  const cache = plan.source.type === "download" ? plan.source.nodeCache : undefined;
   const spec: V1PodSpec = {
     automountServiceAccountToken: false,
     terminationGracePeriodSeconds: defaults.terminationGracePeriodSeconds,
     ...(plan.spec.serviceAccountName ? { serviceAccountName: plan.spec.serviceAccountName } : {}),
     securityContext: podSecurity(plan.runAsUser),
+    ...(cache && plan.source.type === "download"
+      ? { initContainers: [cacheCopyContainer(plan, cache, plan.source.dest)] }
+      : {}),
     containers: [container],
     volumes: [...model.volumes, ...configVolumes, ...creds.volumes],
     ...(placement?.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
     ...(placement?.tolerations?.length ? { tolerations: placement.tolerations } : {}),
     ...(placement?.affinity ? { affinity: placement.affinity as V1Affinity } : {}),
+    ...(cache && !placement ? defaultSpread(plan) : {}),
   };
   let revision = revisionOfPlan.get(plan);
   if (revision === undefined) {
@@ -480,7 +570,14 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
   return {
     revision,
     template: {
-      metadata: { labels: { ...childLabels(plan.name, "server"), [labels.revision]: revision } },
+      metadata: {
+        labels: {
+          ...childLabels(plan.name, "server"),
+          [labels.revision]: revision,
+          // The node's agent never evicts a version a pod on its node serves.
+          ...(cache ? { [cacheKeyLabel]: cache.key } : {}),
+        },
+      },
       spec,
     },
   };

@@ -9,9 +9,11 @@ import {
   type MLModel,
   type MLModelSpec,
   mlModelSpecSchema,
+  type StorageMode,
 } from "../api/mlmodel.ts";
 import { defaultCredentialsDir } from "../downloader/contract.ts";
 import { redactUri } from "../downloader/redact.ts";
+import { cacheKey } from "../nodecache/contract.ts";
 import { deepFreeze } from "../runtime/index.ts";
 import { keptInput, sameData } from "./memo.ts";
 import { childNames, shortHash } from "./names.ts";
@@ -22,6 +24,19 @@ import { TtlMap } from "./ttl-map.ts";
 export interface OperatorConfig {
   /** The image whose entrypoint is `mlmodel`; its `download` command fills model storage. */
   downloaderImage: string;
+  /**
+   * The node cache's URL (http://<its Service's ClusterIP>:<nodeCachePort>), found at start
+   * (node-cache.ts) or given; undefined when no node cache is installed: every model then uses
+   * a claim.
+   */
+  nodeCacheUrl?: string;
+  /** The operator's namespace, where the node cache's agents write their state ConfigMaps. */
+  nodeCacheNamespace?: string;
+  /**
+   * Whether the operator's caches see the agents' state ConfigMaps (false when its namespaces
+   * leave the node cache's out): without them status.cache lists no node rather than none.
+   */
+  nodeCacheStatesWatched?: boolean;
 }
 
 export const defaultOperatorConfig: OperatorConfig = {
@@ -61,6 +76,23 @@ export const defaults = {
    * under load). Meanwhile status says the download waits for the volume.
    */
   claimBindingGraceSeconds: 300,
+  /**
+   * The cache-copy init container of a NodeCache serving pod: it streams files from its node's
+   * agent and hashes them, so a little CPU and memory suffice (a copy is disk-bound).
+   */
+  cacheCopyResources: {
+    requests: { cpu: "50m", memory: "64Mi" },
+    limits: { memory: "256Mi" },
+  },
+  /** Where a NodeCache model's replicas spread when the user gives no placement (desired.ts). */
+  spread: {
+    nodeKey: "kubernetes.io/hostname",
+    zoneKey: "topology.kubernetes.io/zone",
+    /** The zone preference's weight beside the scheduler's other scores (1-100). */
+    zoneWeight: 50,
+  },
+  /** Where the download Job of a NodeCache model writes before it uploads to its node's agent. */
+  scratchMountPath: "/scratch",
 } as const;
 
 export type ModelSource =
@@ -82,11 +114,24 @@ export type ModelSource =
       claimName: string;
       dest: string;
       jobName: string;
+      /**
+       * Set in storage mode NodeCache: the node cache agents keep the model (no claim), under
+       * this key, reached at this URL.
+       */
+      nodeCache?: NodeCacheSource;
     }
   /** A user's claim mounted in place (read-only), nothing copied. */
   | { type: "pvc"; claimName: string; subPath: string }
   /** Inside the image, or read by the server itself from a model config file. */
   | { type: "none" };
+
+/** Where a NodeCache model's pods get it: the agents' URL, the key, the cache-copy image. */
+export interface NodeCacheSource {
+  url: string;
+  key: string;
+  /** The operator's image (its downloaderImage), whose `mlmodel cache-copy` fills a pod's copy. */
+  image: string;
+}
 
 export interface ServingPlan {
   name: string;
@@ -115,10 +160,13 @@ export interface ServingPlan {
 
 export class PlanError extends Error {
   readonly reason: string;
-  constructor(reason: string, message: string) {
+  /** The status condition the failure is told in (RuntimeResolved unless said). */
+  readonly condition: "RuntimeResolved" | "StorageReady" | undefined;
+  constructor(reason: string, message: string, condition?: "RuntimeResolved" | "StorageReady") {
     super(message);
     this.name = "PlanError";
     this.reason = reason;
+    this.condition = condition;
   }
 }
 
@@ -130,6 +178,45 @@ export class PlanError extends Error {
 export interface RecordedSource {
   content: string;
   uriSecret: string;
+  /** The node cache key of the exact URI (a hash: it shows nothing of the URI). */
+  cacheKey?: string;
+}
+
+/** What decides a downloaded model's storage mode besides its spec. */
+export interface StorageContext {
+  /** The node cache's URL; undefined when none is installed. */
+  nodeCacheUrl?: string;
+  /** The image of the serving pods' cache-copy init container (the operator's downloaderImage). */
+  cacheCopyImage?: string;
+  /** The model already has its claim (created by a plan in mode Claim). */
+  hasClaim?: boolean;
+}
+
+/**
+ * The storage mode of a downloaded model: mode Claim and NodeCache as asked (NodeCache only
+ * when the node cache is installed: else a PlanError that says how to fix it); Auto is
+ * NodeCache when the node cache is installed, the user did not ask for a shared claim
+ * (ReadWriteMany) and the model has no claim of its own yet, so that an operator upgrade or
+ * the node cache's install never moves a model that a claim serves; else Claim.
+ */
+export function storageModeOf(
+  storage: Pick<DefaultedMLModelSpec["storage"], "accessMode"> & { mode?: StorageMode },
+  context: StorageContext,
+): "Claim" | "NodeCache" {
+  const mode = storage.mode ?? "Auto";
+  if (mode === "Claim") return "Claim";
+  if (mode === "NodeCache") {
+    if (!context.nodeCacheUrl) {
+      throw new PlanError(
+        "NodeCacheNotInstalled",
+        "spec.storage.mode is NodeCache but the operator found no node cache (Service mlmodel-node-cache in its namespace); install it (Helm value nodeCache.enabled, or dist/install.yaml) and restart the operator, or set spec.storage.mode to Auto or Claim",
+        "StorageReady",
+      );
+    }
+    return "NodeCache";
+  }
+  if (!context.nodeCacheUrl || context.hasClaim || storage.accessMode === "ReadWriteMany") return "Claim";
+  return "NodeCache";
 }
 
 /** Identifies the model's bytes: a new value means a new download (and a new directory). */
@@ -150,7 +237,12 @@ function fixedReplicas(spec: DefaultedMLModelSpec): number | undefined {
  * `recorded`: set when the spec is a revision's whose URI was recorded redacted; its content
  * and URI Secret stand in for what the exact URI would give.
  */
-export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: RecordedSource): ServingPlan {
+export function planModel(
+  model: MLModel,
+  runtime: ResolvedRuntime,
+  recorded?: RecordedSource,
+  storage: StorageContext = {},
+): ServingPlan {
   const name = model.metadata.name!;
   const namespace = model.metadata.namespace!;
   // The name becomes the Service's, which must be a DNS-1035 label (the CRD can only check
@@ -201,6 +293,14 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: R
     const hash = recorded?.content ?? contentHash(spec);
     const base = `${mountPath}/${hash}`;
     modelDir = base;
+    const nodeCache =
+      storageModeOf(spec.storage, storage) === "NodeCache"
+        ? {
+            url: storage.nodeCacheUrl!,
+            key: modelCacheKey(uri, spec.model.sha256, recorded),
+            image: storage.cacheCopyImage ?? defaultOperatorConfig.downloaderImage,
+          }
+        : undefined;
     source = {
       type: "download",
       shownUri: redactUri(uri),
@@ -210,7 +310,16 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: R
       claimName: childNames.storage(name),
       dest: version ? `${base}/${version}` : base,
       jobName: childNames.download(name, hash),
+      ...(nodeCache ? { nodeCache } : {}),
     };
+  }
+  if (source.type !== "download" && spec.storage.mode === "NodeCache") {
+    // Admission refuses this (a CEL rule); a CRD older than the rule may still hold it.
+    throw new PlanError(
+      "NodeCacheNeedsDownload",
+      `spec.storage.mode is NodeCache but nothing is downloaded (spec.model.uri is ${uri ? `"${redactUri(uri)}"` : "empty"}); the node cache keeps downloaded models only: set spec.storage.mode to Auto or Claim`,
+      "StorageReady",
+    );
   }
 
   const configRef = spec.model.configMapRef;
@@ -267,6 +376,20 @@ export function planModel(model: MLModel, runtime: ResolvedRuntime, recorded?: R
   }) as ServingPlan;
 }
 
+/**
+ * The node cache key of a model's version: from its exact URI when the plan knows it; a
+ * revision recorded with its URI redacted keeps the key beside it (revisionData), and one
+ * recorded before keys were takes a key of its content hash (its own entry, not shared).
+ */
+function modelCacheKey(
+  uri: string,
+  sha256: string | undefined,
+  recorded: RecordedSource | undefined,
+): string {
+  if (!recorded) return cacheKey(uri, sha256);
+  return recorded.cacheKey ?? cacheKey(`content:${recorded.content}`, sha256);
+}
+
 /** Models whose recent plans are kept (planned): more than a rollout keeps in flight at once. */
 export const plannedModels = 512;
 /** Plans kept per model: the spec's, a rollback's or a canary's revision, and a spare. */
@@ -280,6 +403,10 @@ interface PlanInputs {
   runtimeSpec: ResolvedRuntime["spec"];
   content: string | undefined;
   uriSecret: string | undefined;
+  cacheKey: string | undefined;
+  nodeCacheUrl: string | undefined;
+  cacheCopyImage: string | undefined;
+  hasClaim: boolean;
 }
 
 /** The last plans of the last `plannedModels` models, by uid, the most recently used last. */
@@ -294,12 +421,17 @@ const plansByModel = new TtlMap<string, { inputs: PlanInputs; plan: ServingPlan 
  * desired children and their hashes are memoized on the plan object). A changed input is a
  * new plan; a model's plans are kept by uid, for the `plannedModels` models used last.
  */
-export function planned(model: MLModel, runtime: ResolvedRuntime, recorded?: RecordedSource): ServingPlan {
+export function planned(
+  model: MLModel,
+  runtime: ResolvedRuntime,
+  recorded?: RecordedSource,
+  storage: StorageContext = {},
+): ServingPlan {
   const uid = model.metadata.uid;
-  if (!uid) return planModel(model, runtime, recorded);
+  if (!uid) return planModel(model, runtime, recorded, storage);
   const entries = plansByModel.get(uid) ?? [];
-  const found = entries.find((e) => sameInputs(e.inputs, model, runtime, recorded));
-  const plan = found?.plan ?? planModel(model, runtime, recorded);
+  const found = entries.find((e) => sameInputs(e.inputs, model, runtime, recorded, storage));
+  const plan = found?.plan ?? planModel(model, runtime, recorded, storage);
   const rest = entries.filter((e) => e !== found);
   const inputs: PlanInputs = found?.inputs ?? {
     name: model.metadata.name,
@@ -309,6 +441,10 @@ export function planned(model: MLModel, runtime: ResolvedRuntime, recorded?: Rec
     runtimeSpec: keptInput(runtime.spec),
     content: recorded?.content,
     uriSecret: recorded?.uriSecret,
+    cacheKey: recorded?.cacheKey,
+    nodeCacheUrl: storage.nodeCacheUrl,
+    cacheCopyImage: storage.cacheCopyImage,
+    hasClaim: Boolean(storage.hasClaim),
   };
   plansByModel.set(uid, [{ inputs, plan }, ...rest].slice(0, plansPerModel));
   return plan;
@@ -319,8 +455,13 @@ function sameInputs(
   model: MLModel,
   runtime: ResolvedRuntime,
   recorded: RecordedSource | undefined,
+  storage: StorageContext,
 ): boolean {
   return (
+    kept.cacheKey === recorded?.cacheKey &&
+    kept.nodeCacheUrl === storage.nodeCacheUrl &&
+    kept.cacheCopyImage === storage.cacheCopyImage &&
+    kept.hasClaim === Boolean(storage.hasClaim) &&
     kept.name === model.metadata.name &&
     kept.namespace === model.metadata.namespace &&
     kept.runtimeRef === runtime.ref &&

@@ -69,7 +69,8 @@ export function desiredPruneJob(
   config: OperatorConfig,
   keep: readonly string[],
 ): V1Job | undefined {
-  if (plan.source.type !== "download") return undefined;
+  // A NodeCache model has no claim to prune: its agents evict by their budget.
+  if (plan.source.type !== "download" || plan.source.nodeCache) return undefined;
   return {
     apiVersion: "batch/v1",
     kind: "Job",

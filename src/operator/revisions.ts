@@ -8,6 +8,7 @@
 import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel, MLModelSpec, MLModelStatus } from "../api/mlmodel.ts";
 import { redactUri, uriHasSecrets } from "../downloader/redact.ts";
+import { cacheKey } from "../nodecache/contract.ts";
 import type { OwnerReference } from "../runtime/index.ts";
 import { childLabels, childNames, labels } from "./names.ts";
 import { contentHash, type RecordedSource } from "./plan.ts";
@@ -76,7 +77,12 @@ export function revisionData(spec: MLModelSpec, model: string, hash: string): Re
   if (!uri || uri.startsWith("pvc://") || !uriHasSecrets(uri)) return { spec: serving };
   return {
     spec: { ...serving, model: { ...serving.model, uri: redactUri(uri) } },
-    source: { content: contentHash(spec), uriSecret: childNames.uriSecret(model, hash) },
+    source: {
+      content: contentHash(spec),
+      uriSecret: childNames.uriSecret(model, hash),
+      // A rollback to it finds its version in the node cache under the same key.
+      cacheKey: cacheKey(uri, spec.model.sha256),
+    },
   };
 }
 

@@ -3,10 +3,12 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { mlModelKind } from "../api/kinds.ts";
 import type { MLModel } from "../api/mlmodel.ts";
+import { nodeCacheServiceName } from "../nodecache/contract.ts";
 import { KubeClient, kubeConnection, loadKubeConfig, Manager } from "../runtime/index.ts";
 import { registerModelMetrics } from "./metrics.ts";
 import { addMLModelController } from "./mlmodel/controller.ts";
 import { operatorName } from "./names.ts";
+import { discoverNodeCache } from "./node-cache.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "./plan.ts";
 
 export interface OperatorOptions extends Partial<OperatorConfig> {
@@ -25,9 +27,41 @@ export interface OperatorOptions extends Partial<OperatorConfig> {
   logger?: Logger;
   /** Compact the heap once work is quiet after a burst (runtime ManagerOptions; default on). */
   reclaimHeapWhenQuiet?: boolean;
+  /**
+   * The node cache's URL; "none": no node cache. Without it the operator looks for the node
+   * cache's Service in nodeCacheNamespace at start.
+   */
+  nodeCacheUrl?: string;
 }
 
 export const leaseName = "mlmodel-operator";
+
+/**
+ * The node cache the operator's models may use, found once at start: a given URL ("none":
+ * none), else its Service in the operator's namespace. Found at start only: installing or
+ * removing the node cache takes an operator restart (the Helm chart installs both together).
+ * A refused or failed look is no node cache, said in the log: models then use claims.
+ */
+async function findNodeCache(
+  client: KubeClient,
+  options: OperatorOptions,
+  log: Pick<Logger, "warn">,
+): Promise<{ url?: string; namespace?: string; via?: string }> {
+  if (options.nodeCacheUrl === "none") return {};
+  if (options.nodeCacheUrl) return { url: options.nodeCacheUrl, via: "--node-cache-url" };
+  const namespace = options.nodeCacheNamespace;
+  if (!namespace) return {};
+  try {
+    const url = await discoverNodeCache(client, namespace);
+    return url ? { url, namespace, via: `Service ${namespace}/${nodeCacheServiceName}` } : {};
+  } catch (err) {
+    log.warn(
+      { err: (err as Error).message, namespace },
+      `could not read Service ${nodeCacheServiceName}: models use claims, not the node cache`,
+    );
+    return {};
+  }
+}
 
 export async function createOperator(options: OperatorOptions): Promise<Manager> {
   // Without a client-node KubeConfig, the runtime's own loader: client-node is not imported.
@@ -54,8 +88,23 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
       ? { leaderElection: { name: leaseName, namespace: options.leaderElectionNamespace } }
       : {}),
   });
+  const nodeCache = await findNodeCache(client, options, mgr.log);
+  if (nodeCache.url) mgr.log.info(nodeCache, "models may use the node cache");
+  const watched = options.namespaces ?? [];
+  const statesWatched =
+    watched.length === 0 ||
+    (options.nodeCacheNamespace !== undefined && watched.includes(options.nodeCacheNamespace));
+  if (nodeCache.url && !statesWatched) {
+    mgr.log.warn(
+      { namespaces: watched, nodeCacheNamespace: options.nodeCacheNamespace },
+      "the node cache's namespace is not watched: status.cache lists no node (add it to --namespace to see the agents' reports)",
+    );
+  }
   addMLModelController(mgr, {
     downloaderImage: options.downloaderImage ?? defaultOperatorConfig.downloaderImage,
+    ...(nodeCache.url ? { nodeCacheUrl: nodeCache.url } : {}),
+    ...(options.nodeCacheNamespace ? { nodeCacheNamespace: options.nodeCacheNamespace } : {}),
+    nodeCacheStatesWatched: statesWatched,
     concurrency: options.concurrency,
   });
   // Per-model metrics, read from the controller's MLModel cache at each scrape.

@@ -14,8 +14,10 @@ import type {
 } from "@kubernetes/client-node";
 import type { Condition, MLModel, MLModelStatus, Phase } from "../api/mlmodel.ts";
 import { redactText, redactUri } from "../downloader/redact.ts";
+import type { NodeCacheState } from "../nodecache/contract.ts";
 import { trackLabel } from "./canary/desired.ts";
 import { labels, selectorString, servingSelector } from "./names.ts";
+import { nodeCacheStatus } from "./node-cache.ts";
 import { defaults, type ServingPlan } from "./plan.ts";
 import {
   type CrashedContainer,
@@ -38,7 +40,7 @@ export interface Observed {
   /** ISO time used for new transitions. */
   now: string;
   /** Why no plan could be made (unknown runtime, unsupported protocol), if so. */
-  planFailure?: { reason: string; message: string };
+  planFailure?: { reason: string; message: string; condition?: "RuntimeResolved" | "StorageReady" };
   plan?: ServingPlan;
   /** The plan whose download `job` is, when not `plan` (a canary's version, downloaded beside it). */
   downloadPlan?: ServingPlan;
@@ -63,6 +65,11 @@ export interface Observed {
    */
   crashWords?: ReadonlyMap<string, string>;
   service?: V1Service;
+  /**
+   * Set when the operator has a node cache: the agents' states that list the model's keys, or
+   * none when the operator cannot see them (its namespaces leave out the agents').
+   */
+  nodeCache?: { states?: readonly NodeCacheState[] };
 }
 
 export type ConditionType =
@@ -161,8 +168,11 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     );
     return undefined;
   }
+  const cache = plan.source.nodeCache;
   const claimPhase = o.storage?.status?.phase;
-  if (claimPhase === "Bound")
+  if (cache)
+    set(p, "StorageReady", true, "NodeCache", `no claim: the node cache keeps the model (key ${cache.key})`);
+  else if (claimPhase === "Bound")
     set(p, "StorageReady", true, "Bound", `claim ${plan.source.claimName} is bound`);
   else if (claimPhase === "Lost") {
     set(p, "StorageReady", false, "ClaimLost", `claim ${plan.source.claimName} lost its volume`);
@@ -201,7 +211,8 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
   const attempts = (job.status?.failed ?? 0) + (job.status?.succeeded ?? 0) + ended + running;
   const end = jobEnd(job);
   if (end?.type === "Complete") {
-    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${plan.source.dest}`);
+    const where = cache ? `the node cache (key ${cache.key})` : plan.source.dest;
+    set(p, "ModelDownloaded", true, "Downloaded", `${plan.source.shownUri} is in ${where}`);
     return { job: jobName, jobState: "Succeeded", attempts };
   }
   if (end?.type === "Failed") {
@@ -221,7 +232,8 @@ function downloadStep(o: Observed, p: Draft, plan: ServingPlan): MLModelStatus["
     return { job: jobName, jobState: "Failed", attempts };
   }
   const problem = podProblem(o.jobPods);
-  const volumeWait = problem ? claimBinding(o, problem) !== undefined : o.storage?.status?.phase !== "Bound";
+  const volumeWait =
+    !cache && (problem ? claimBinding(o, problem) !== undefined : o.storage?.status?.phase !== "Bound");
   if (problem && !volumeWait) {
     set(p, "ModelDownloaded", false, problem.reason, `download: ${problem.message}`);
     decide(p, problem.reason, `download: ${problem.message}`);
@@ -437,7 +449,7 @@ export function computeStatus(o: Observed): MLModelStatus {
   let updated = 0;
 
   if (o.planFailure) {
-    set(p, "RuntimeResolved", false, o.planFailure.reason, o.planFailure.message);
+    set(p, o.planFailure.condition ?? "RuntimeResolved", false, o.planFailure.reason, o.planFailure.message);
     decide(p, o.planFailure.reason, o.planFailure.message, "Failed");
   } else if (o.plan) {
     set(p, "RuntimeResolved", true, "Resolved", `served by ${o.plan.runtime.ref}`);
@@ -494,12 +506,29 @@ export function computeStatus(o: Observed): MLModelStatus {
     ...(o.plan?.spec.model.version ? { modelVersion: o.plan.spec.model.version } : {}),
     ...urls(o),
     ...(download ? { download } : {}),
+    ...storageStatus(o),
     ...(revision
       ? {
           revision: { current: revision, ...(lastReady ? { lastReady } : {}), history: history.slice(0, 10) },
         }
       : {}),
   };
+}
+
+/**
+ * status.storageMode and status.cache of a downloaded model, when the operator has a node
+ * cache (without one nothing changes: every model uses a claim).
+ */
+function storageStatus(o: Observed): Pick<MLModelStatus, "storageMode" | "cache"> {
+  const source = o.plan?.source;
+  if (source?.type !== "download") return {};
+  if (source.nodeCache) {
+    const { key, url } = source.nodeCache;
+    const states = o.nodeCache?.states;
+    // Without the agents' states no node is listed: none would say no node holds it.
+    return { storageMode: "NodeCache", cache: states ? nodeCacheStatus(key, url, states) : { key, url } };
+  }
+  return o.nodeCache ? { storageMode: "Claim" } : {};
 }
 
 /**

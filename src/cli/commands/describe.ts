@@ -28,7 +28,9 @@ progress, every condition (the one that explains a problem is marked), the revis
 the objects the operator made for it (claim, download Job, Deployment, Service, pods,
 autoscaler, and a canary's Deployment, Services and HTTPRoute) with their state, the canary
 (its phase, step, split, URLs, and each revision serving with its replicas and share of the
-traffic), and the events about the model and its children.
+traffic), the storage mode and, with the node cache, per node what is cached, its size and
+where it came from (bytes from the origin vs from peers), and the events about the model and
+its children.
 
 Flags:
   -o, --output FORMAT    text (default), json or yaml (the model, its children and events)

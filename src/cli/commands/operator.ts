@@ -36,6 +36,9 @@ Flags:
                                     with no answer from the API server (default 10; 0 never fails)
   --downloader-image IMAGE          image whose \`mlmodel download\` fills model storage
                                     (default ${defaultOperatorConfig.downloaderImage})
+  --node-cache-url URL              the node cache's URL for the pods the operator builds, or
+                                    none; default: its Service mlmodel-node-cache in the
+                                    operator's namespace ($POD_NAMESPACE), looked up at start
   --log-level LEVEL                 trace, debug, info, warn or error (default info)
   --log-format FORMAT               json, or text: one short line per record for a terminal,
                                     no stack trace for errors the operator handles (default json)
@@ -58,6 +61,7 @@ function parse(argv: string[]) {
         concurrency: { type: "string", default: String(defaultConcurrency) },
         "readiness-grace-period": { type: "string", default: "10" },
         "downloader-image": { type: "string", default: defaultOperatorConfig.downloaderImage },
+        "node-cache-url": { type: "string" },
         "log-level": { type: "string", default: "info" },
         "log-format": { type: "string", default: "json" },
         help: { type: "boolean", short: "h" },
@@ -92,6 +96,19 @@ function operatorClient(path: string | undefined): KubeClient {
   }
 }
 
+/** An http(s) URL, or "none". */
+function checkedNodeCacheUrl(value: string): string {
+  if (value === "none") return value;
+  try {
+    const url = new URL(value);
+    if (url.protocol === "http:" || url.protocol === "https:") return value.replace(/\/+$/, "");
+  } catch {}
+  throw new CliError(
+    `--node-cache-url "${value}" must be an http:// or https:// URL such as http://10.96.0.20:8375, or none`,
+    2,
+  );
+}
+
 export async function run(argv: string[]): Promise<number> {
   const flags = parse(argv);
   if (flags.help) {
@@ -124,6 +141,8 @@ export async function run(argv: string[]): Promise<number> {
       concurrency,
       healthGracePeriodMs: grace === 0 ? Number.POSITIVE_INFINITY : grace * 1000,
       downloaderImage: flags["downloader-image"],
+      ...(flags["node-cache-url"] ? { nodeCacheUrl: checkedNodeCacheUrl(flags["node-cache-url"]) } : {}),
+      ...(process.env.POD_NAMESPACE ? { nodeCacheNamespace: process.env.POD_NAMESPACE } : {}),
       logger,
     });
   } catch (err) {

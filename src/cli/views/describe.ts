@@ -283,6 +283,38 @@ function canarySection(model: MLModel, now: Date, style: Style): string {
   return section("Canary:", lines.join("\n"), style);
 }
 
+/**
+ * The node cache (status.cache): the version's key, then per node what its agent holds of it,
+ * its size, where it came from, whether a pod there serves it; and the bytes fetched from the
+ * origin vs copied between nodes.
+ */
+function cacheSection(model: MLModel, style: Style): string {
+  const s = model.status;
+  const c = s?.cache;
+  const lines = [field("Mode", s?.storageMode ?? "-", style)];
+  if (c?.key) lines.push(field("Key", c.key, style));
+  if (c?.url) lines.push(field("Agents", c.url, style));
+  if (c) {
+    const origin = formatBytes(c.bytesFromOrigin ?? 0);
+    const peers = formatBytes(c.bytesFromPeers ?? 0);
+    lines.push(
+      field(
+        "Cached on",
+        `${c.nodesCached ?? 0} node(s); ${origin} from the origin, ${peers} from peers`,
+        style,
+      ),
+    );
+    const rows = (c.nodes ?? []).map((n) => [
+      n.node,
+      n.size !== undefined ? formatBytes(n.size) : "-",
+      n.source === "Peer" ? `peer${n.peer ? ` ${n.peer}` : ""}` : "origin",
+      n.inUse ? "yes" : "no",
+    ]);
+    if (rows.length) lines.push("", renderTable(["NODE", "SIZE", "FROM", "IN USE"], rows, style));
+  }
+  return section("Storage:", lines.join("\n"), style);
+}
+
 function childrenTable(children: readonly ChildSummary[], style: Style): string {
   if (children.length === 0) return "<none>";
   const rows = children.map((c) => [c.kind, c.name, c.problem ? style.red(c.state) : c.state]);
@@ -310,6 +342,7 @@ export function renderDescribe(input: DescribeInput): string {
     section("Conditions:", conditionsTable(model, now, style), style),
     section("Revisions:", revisionsTable(model, style), style),
     ...(model.status?.canary?.phase ? [canarySection(model, now, style)] : []),
+    ...(model.status?.storageMode ? [cacheSection(model, style)] : []),
     section("Children:", childrenTable(input.children, style), style),
     section("Events:", eventsTable(input.events, now, style), style),
   ].join("\n");

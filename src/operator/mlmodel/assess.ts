@@ -53,7 +53,8 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
       "download pods",
       now,
       lookGivenClaimMs(s.job, o.now, {
-        bound: observed.storage?.status?.phase === "Bound",
+        // A NodeCache download has no claim to wait for.
+        bound: observed.storage?.status?.phase === "Bound" || usesNodeCache(d.plan),
         podWaitsForIt: graceLeft !== undefined,
       }),
     ),
@@ -64,6 +65,10 @@ export function assess(o: Observation, d: Decision, s: Synced): Assessment {
     ...(servingLookNoLongerNeeded(o.model, observed.deployment) ? (["serving pods"] as const) : []),
   ];
   return { status, waits: { wakes, over } };
+}
+
+function usesNodeCache(plan: Decision["plan"]): boolean {
+  return plan?.source.type === "download" && plan.source.nodeCache !== undefined;
 }
 
 function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
@@ -80,7 +85,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
     revision: s.revision,
     missing: d.missing,
     storage:
-      plan?.source.type === "download"
+      plan?.source.type === "download" && !plan.source.nodeCache
         ? o.children.claims.find((c) => c.metadata?.name === (plan.source as { claimName: string }).claimName)
         : undefined,
     job: s.job,
@@ -89,6 +94,7 @@ function observedChildren(o: Observation, d: Decision, s: Synced): Observed {
     pods: o.pods?.filter((p) => p.metadata?.labels?.[labels.component] === "server"),
     ...(o.crashWords ? { crashWords: o.crashWords } : {}),
     service: s.serving.services.find((x) => x.metadata?.name === childNames.service(name)),
+    ...(o.nodeCache ? { nodeCache: o.nodeCache.states ? { states: o.nodeCache.states } : {} } : {}),
   };
 }
 

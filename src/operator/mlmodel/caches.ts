@@ -15,6 +15,7 @@ import {
 } from "../../runtime/index.ts";
 import { trackLabel } from "../canary/desired.ts";
 import { labels } from "../names.ts";
+import { modelCacheKeys, modelCacheKeysIndex, nodeCacheKeysIndex, stateKeys } from "../node-cache.ts";
 
 /** An object a model spec names in its own namespace. */
 export interface ModelReference {
@@ -102,7 +103,17 @@ export const watchedPodSelector = `${labels.model},${trackLabel}=canary`;
 
 /** Caches with options of their own (the children's are plain, indexed by owner). */
 export const modelCaches: readonly { kind: ResourceKind; options: CacheOptions }[] = [
-  { kind: mlModelKind, options: { indexes: { [referenceIndex]: modelReferences as IndexFunc } } },
+  {
+    kind: mlModelKind,
+    options: {
+      indexes: {
+        [referenceIndex]: modelReferences as IndexFunc,
+        [modelCacheKeysIndex]: modelCacheKeys as IndexFunc,
+      },
+    },
+  },
+  // Referenced model config files, and the node cache agents' states (by the keys they list).
+  { kind: builtinKinds.ConfigMap, options: { indexes: { [nodeCacheKeysIndex]: stateKeys } } },
   {
     kind: builtinKinds.Secret,
     options: {

@@ -11,6 +11,7 @@ import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
 import type { MLModelStatus } from "../../api/mlmodel.ts";
 import { builtinKinds, controllerOwnerRef, type KubeObject, type ResourceKind } from "../../runtime/index.ts";
 import { contentToKeepWithCanary } from "../canary/prune.ts";
+import { usesOwnClaim } from "../desired.ts";
 import { fieldManager } from "../names.ts";
 import type { OperatorConfig, ServingPlan } from "../plan.ts";
 import { contentToKeep, desiredPruneJob } from "../prune.ts";
@@ -55,7 +56,9 @@ export function cleanupSteps(
   }
   if (prune && !o.children.jobs.some((j) => j.metadata?.name === pruneName))
     steps.push({ verb: "prune", job: prune });
-  if (plan.source.type !== "download")
+  // The claim goes once nothing served lives in it: the model moved to pvc://, an image, or
+  // the node cache.
+  if (!served.some(usesOwnClaim))
     for (const c of o.children.claims)
       steps.push({ verb: "delete", kind: builtinKinds.PersistentVolumeClaim, object: c });
   return steps;

@@ -19,6 +19,7 @@ import {
 } from "../../runtime/index.ts";
 import { commandsChangedPredicate } from "../canary/commands.ts";
 import { httpRouteKind } from "../canary/desired.ts";
+import { modelCacheKeysIndex, stateKeys, stateShownChanged } from "../node-cache.ts";
 import { modelCaches, modelOfPod, referenceIndex } from "./caches.ts";
 import { ModelMemory } from "./memory.ts";
 import { type ReconcileOptions, reconcileMLModel } from "./reconcile.ts";
@@ -81,6 +82,13 @@ export function addMLModelController(mgr: Manager, options: MLModelControllerOpt
     )
     .watches(builtinKinds.Secret, byReference("Secret"))
     .watches(builtinKinds.ConfigMap, byReference("ConfigMap"))
+    // A node cache agent's state: the models whose key it lists, when what status shows of
+    // it changed (not its times of use).
+    .watches(
+      builtinKinds.ConfigMap,
+      (cm) => stateKeys(cm).flatMap((key) => models.byIndex(modelCacheKeysIndex, key).map(requestOf)),
+      { predicates: [stateShownChanged] },
+    )
     .watches(builtinKinds.PersistentVolumeClaim, byReference("PersistentVolumeClaim"))
     .watches(servingRuntimeKind, (rt) => models.list(rt.metadata.namespace).map(requestOf))
     .watches(clusterServingRuntimeKind, () => models.list().map(requestOf))

@@ -8,7 +8,8 @@ import type { V1ControllerRevision } from "@kubernetes/client-node";
 import type { MLModel } from "../../api/mlmodel.ts";
 import { builtinKinds, controllerOwnerRef, type ResourceKind } from "../../runtime/index.ts";
 import { needsUriSecret, servingPodTemplate } from "../desired.ts";
-import { PlanError, planned, type RecordedSource, type ServingPlan } from "../plan.ts";
+import { childNames } from "../names.ts";
+import { PlanError, planned, type RecordedSource, type ServingPlan, type StorageContext } from "../plan.ts";
 import { desiredRevision } from "../revisions.ts";
 import { activeRollback } from "../rollback.ts";
 import { resolveRuntime } from "../runtime-selection.ts";
@@ -45,8 +46,9 @@ export interface Decision {
 }
 
 export function decide(o: Observation): Decision {
-  const { model, runtimes } = o;
-  const fromSpec = planFor(model, runtimes);
+  const { model } = o;
+  const planFor = planner(o);
+  const fromSpec = planFor(model);
   const specRevision = fromSpec.plan ? servingPodTemplate(fromSpec.plan).revision : undefined;
   const deleting = Boolean(model.metadata.deletionTimestamp);
   const revisions = o.children.revisions;
@@ -61,13 +63,13 @@ export function decide(o: Observation): Decision {
           specPlan: fromSpec.plan,
           specRevision,
           ...(revisionToRecord ? { revisionToRecord } : {}),
-          planOf: (spec, recorded) => planFor({ ...model, spec }, runtimes, recorded).plan,
+          planOf: (spec, recorded) => planFor({ ...model, spec }, recorded).plan,
         })
       : undefined;
   const plan = canary
     ? canary.stableServing
     : rollback
-      ? (planFor({ ...model, spec: rollback.spec }, runtimes, rollback.recorded).plan ?? fromSpec.plan)
+      ? (planFor({ ...model, spec: rollback.spec }, rollback.recorded).plan ?? fromSpec.plan)
       : fromSpec.plan;
   // The canary's references matter while it is downloaded and started (the spec's own).
   const canaryPlan = canary?.downloadsCanary ? canary.canaryServing : undefined;
@@ -94,23 +96,44 @@ function needingUriSecret(plan: ServingPlan | undefined): plan is ServingPlan {
   return plan !== undefined && needsUriSecret(plan);
 }
 
+type PlanFor = (
+  model: MLModel,
+  recorded?: RecordedSource,
+) => { plan?: ServingPlan; planFailure?: Observed["planFailure"] };
+
 /**
  * The serving plan of a model (or of a revision's spec), or why there is none. `recorded`: the
- * revision's content and URI Secret, when its URI was recorded redacted.
+ * revision's content and URI Secret, when its URI was recorded redacted. Every plan of one
+ * reconcile sees the same node cache and the same claim.
  */
-function planFor(
-  model: MLModel,
-  runtimes: Observation["runtimes"],
-  recorded?: RecordedSource,
-): { plan?: ServingPlan; planFailure?: Observed["planFailure"] } {
-  const resolution = resolveRuntime(model, runtimes.namespaced, runtimes.cluster);
-  if (!resolution.ok) return { planFailure: resolution };
-  try {
-    return { plan: planned(model, resolution.runtime, recorded) };
-  } catch (err) {
-    if (!(err instanceof PlanError)) throw err;
-    return { planFailure: { reason: err.reason, message: err.message } };
-  }
+function planner(o: Observation): PlanFor {
+  const { runtimes } = o;
+  const claimName = childNames.storage(o.model.metadata.name!);
+  // Whether the model has its claim matters only with a node cache (Auto keeps a claim-served
+  // model on its claim): without one it is left out, so a new claim does not plan again.
+  const storage: StorageContext = o.nodeCache
+    ? {
+        nodeCacheUrl: o.nodeCache.url,
+        cacheCopyImage: o.nodeCache.image,
+        hasClaim: o.children.claims.some((c) => c.metadata?.name === claimName),
+      }
+    : {};
+  return (model, recorded) => {
+    const resolution = resolveRuntime(model, runtimes.namespaced, runtimes.cluster);
+    if (!resolution.ok) return { planFailure: resolution };
+    try {
+      return { plan: planned(model, resolution.runtime, recorded, storage) };
+    } catch (err) {
+      if (!(err instanceof PlanError)) throw err;
+      return {
+        planFailure: {
+          reason: err.reason,
+          message: err.message,
+          ...(err.condition ? { condition: err.condition } : {}),
+        },
+      };
+    }
+  };
 }
 
 /**

@@ -15,6 +15,7 @@ import type {
 } from "@kubernetes/client-node";
 import type { MLModel } from "../../api/mlmodel.ts";
 import type { AnyServingRuntime } from "../../api/servingruntime.ts";
+import type { NodeCacheState } from "../../nodecache/contract.ts";
 import type { KubeObject } from "../../runtime/index.ts";
 
 /** A referenced object that exists: what the operator may know of it (a Secret's values never). */
@@ -71,6 +72,21 @@ export interface Observation {
   downloadPods: readonly V1Pod[];
   /** What only a canary needs: whether HTTPRoutes are served, names taken by other owners. */
   canary: CanaryObservation;
+  /** The node cache, when the operator has one; absent: every downloaded model uses a claim. */
+  nodeCache?: NodeCacheObservation;
+}
+
+/** The node cache as one reconcile sees it (node-cache.ts). */
+export interface NodeCacheObservation {
+  /** Its URL, which the pods the operator builds call. */
+  url: string;
+  /** The image of the serving pods' cache-copy init container. */
+  image: string;
+  /**
+   * The states of the agents that list a key of this model (its spec's, its status's); none
+   * when the operator does not watch the agents' namespace (its --namespace leave it out).
+   */
+  states?: readonly NodeCacheState[];
 }
 
 /** What only a canary needs of the cluster (canary.ts, observeCanary). */

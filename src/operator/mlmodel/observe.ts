@@ -19,13 +19,15 @@ import {
   type ResourceKind,
 } from "../../runtime/index.ts";
 import { httpRouteKind } from "../canary/desired.ts";
+import { modelCacheKeys, nodeCacheKeysIndex, nodeCacheStateOf } from "../node-cache.ts";
+import { defaultOperatorConfig, type OperatorConfig } from "../plan.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
 import { referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
 import { observeCanary, usesCanary } from "./canary.ts";
 import type { ReadContext } from "./context.ts";
 import { readDownloadPods } from "./download-pods.ts";
 import type { ModelMemory } from "./memory.ts";
-import type { Children, Observation, Reference } from "./observation.ts";
+import type { Children, NodeCacheObservation, Observation, Reference } from "./observation.ts";
 import { listServingPods } from "./serving-pods.ts";
 
 /** The model of the request and what it depends on, or undefined when the model is gone. */
@@ -33,6 +35,7 @@ export async function observe(
   ctx: ReadContext,
   memory: ModelMemory | undefined,
   now: Date,
+  config: Partial<OperatorConfig> = {},
 ): Promise<Observation | undefined> {
   const cached = ctx.cache<MLModel>(mlModelKind).get(ctx.request) as MLModel | undefined;
   if (!cached) return undefined;
@@ -77,7 +80,31 @@ export async function observe(
       ctx.signal,
     ),
     canary: observeCanary(ctx, model),
+    ...(config.nodeCacheUrl ? { nodeCache: observeNodeCache(ctx, model, config) } : {}),
   };
+}
+
+/**
+ * The agents' states that list one of the model's cache keys, from the ConfigMap cache's index
+ * (caches.ts); only those in the node cache's namespace, where only the agents may write.
+ */
+function observeNodeCache(
+  ctx: ReadContext,
+  model: MLModel,
+  config: Partial<OperatorConfig>,
+): NodeCacheObservation {
+  const base = {
+    url: config.nodeCacheUrl!,
+    image: config.downloaderImage ?? defaultOperatorConfig.downloaderImage,
+  };
+  if (config.nodeCacheStatesWatched === false) return base;
+  const configMaps = ctx.cache(builtinKinds.ConfigMap);
+  const found = new Set<Readonly<KubeObject>>();
+  for (const key of modelCacheKeys(model))
+    for (const cm of configMaps.byIndex(nodeCacheKeysIndex, key))
+      if (!config.nodeCacheNamespace || cm.metadata.namespace === config.nodeCacheNamespace) found.add(cm);
+  const states = [...found].map(nodeCacheStateOf).filter((s) => s !== undefined);
+  return { ...base, states };
 }
 
 /**

@@ -45,7 +45,7 @@ export async function reconcileMLModel(
 ): Promise<ReconcileResult | undefined> {
   const { memory } = options;
   const now = options.now?.() ?? new Date();
-  const observed = await observe(ctx, memory, now);
+  const observed = await observe(ctx, memory, now, options);
   if (!observed) return wakeUp([modelGone(memory, keyString(ctx.request))], now.getTime());
   const decision = decide(observed);
   const synced = await syncChildren(ctx, observed, decision, options);

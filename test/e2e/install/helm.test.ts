@@ -30,8 +30,10 @@ function render(args: string[] = [], namespace = "mlmodel-system"): Obj[] {
   return parseYamlStream(r.stdout) as Obj[];
 }
 
+/** The node cache's objects (templates/node-cache.yaml) are found by name only: the checks below are the manager's. */
+const isNodeCache = (o: Obj) => /node-cache/.test(o.metadata.name ?? "");
 const find = (objects: Obj[], kind: string, name?: string) =>
-  objects.filter((o) => o.kind === kind && (!name || o.metadata.name === name));
+  objects.filter((o) => o.kind === kind && (name ? o.metadata.name === name : !isNodeCache(o)));
 const managerOf = (objects: Obj[]) => find(objects, "Deployment")[0]!.spec.template.spec.containers[0];
 
 describe("Helm chart deploy/helm/mlmodel-operator", () => {
@@ -166,6 +168,24 @@ describe("Helm chart deploy/helm/mlmodel-operator", () => {
         assert.equal(monitor.metadata.labels?.release, "prom");
         assert.equal(monitor.spec.endpoints[0].port, "metrics");
         assert.equal(find(o, "Service")[0]!.spec.ports[0].port, 9090);
+      },
+    },
+    {
+      name: "node cache: on by default with its budget, the operator's Role to find it either way",
+      set: ["nodeCache.budget=20Gi"],
+      check: (o) => {
+        const agents = find(o, "DaemonSet", "mlmodel-node-cache")[0]!;
+        assert.equal(agents.metadata.namespace, "mlmodel-system");
+        const pod = agents.spec.template.spec;
+        assert.ok(pod.containers[0].args.includes("20Gi"));
+        assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === "cache").emptyDir, {
+          sizeLimit: "20Gi",
+        });
+        assert.equal(pod.containers[0].image, managerOf(o).image, "the agents run the operator's image");
+        assert.equal(find(o, "Service", "mlmodel-node-cache")[0]!.spec.internalTrafficPolicy, "Local");
+        const off = render(["--set", "nodeCache.enabled=false"]);
+        assert.equal(off.filter((x) => x.kind === "DaemonSet").length, 0);
+        assert.equal(find(off, "Role", "rel-mlmodel-operator-node-cache").length, 1);
       },
     },
     {

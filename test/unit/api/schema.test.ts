@@ -108,7 +108,7 @@ describe("applySchemaDefaults", () => {
         progressDeadlineSeconds: 600,
         revisionHistoryLimit: 10,
       },
-      storage: { accessMode: "ReadWriteOnce", size: "10Gi" },
+      storage: { accessMode: "ReadWriteOnce", mode: "Auto", size: "10Gi" },
     });
     // The defaulted type has the defaulted fields as required (compile-time check).
     const deadline: number = defaulted.rollout.progressDeadlineSeconds;

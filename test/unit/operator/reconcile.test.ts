@@ -11,6 +11,7 @@ import type { V1Deployment, V1Job, V1Secret } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import { downloaderStatusFields, modelUriEnv } from "../../../src/downloader/contract.ts";
+import { cacheKey } from "../../../src/nodecache/contract.ts";
 import { operatorAccess } from "../../../src/operator/access.ts";
 import { uriSecretKey, uriSecretType } from "../../../src/operator/desired.ts";
 import {
@@ -679,7 +680,11 @@ describe("reconcileMLModel: a model URI with credentials in it (a pre-signed URL
       `resnet-${rev}`,
     );
     assert.equal(recorded.data.spec.model.uri, shownUri);
-    assert.deepEqual(recorded.data.source, { content: contentHash(v1), uriSecret: uriSecretOf(v1) });
+    assert.deepEqual(recorded.data.source, {
+      content: contentHash(v1),
+      uriSecret: uriSecretOf(v1),
+      cacheKey: cacheKey(v1.model.uri!, v1.model.sha256),
+    });
     const secret = body<V1Secret>(w, "Secret", uriSecretOf(v1));
     assert.equal(secret.type, uriSecretType);
     assert.equal(secret.immutable, true);

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
 import type { MLModelStatus } from "../../../src/api/mlmodel.ts";
+import { cacheKey } from "../../../src/nodecache/contract.ts";
 import {
   desiredDownloadJob,
   desiredUriSecret,
@@ -86,7 +87,11 @@ describe("a model URI with credentials in it", () => {
   it("the ControllerRevision records it redacted, with the content and the Secret beside it", () => {
     const data = revisionData(spec, "resnet", revision);
     assert.equal(data.spec.model.uri, shown);
-    assert.deepEqual(data.source, { content: contentHash(spec), uriSecret: secretName });
+    assert.deepEqual(data.source, {
+      content: contentHash(spec),
+      uriSecret: secretName,
+      cacheKey: cacheKey(spec.model.uri),
+    });
     assert.ok(!JSON.stringify(data).includes(canary));
     const recorded = desiredRevision(model(spec), revision, owner, [])?.data;
     assert.deepEqual(recorded, data, "what the operator records for a new revision");
