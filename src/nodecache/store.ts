@@ -163,7 +163,7 @@ export class ContentStore {
   /** The file's path on disk; undefined when the entry or the file is not in it. */
   filePath(key: string, path: string): string | undefined {
     const e = this.#entries.get(key);
-    if (!e || !e.manifest.files.some((f) => f.path === path)) return undefined;
+    if (!e?.manifest.files.some((f) => f.path === path)) return undefined;
     return join(this.#entriesRoot(), key, filesDirName, path);
   }
 

@@ -54,7 +54,10 @@ async function put(
 /** A clock the test moves: lastUsedAt orders eviction. */
 function steppingClock() {
   let t = Date.parse("2026-01-01T00:00:00Z");
-  return () => new Date((t += 1000));
+  return () => {
+    t += 1000;
+    return new Date(t);
+  };
 }
 
 describe("node cache store", () => {
