@@ -77,13 +77,18 @@ function errorDetail(text: string): string {
   }
 }
 
-/** Sends a request and parses a 2xx JSON answer; anything else is an HttpStatusError. */
-export async function requestJson<T>(url: string, opts: RequestOptions): Promise<T> {
+/** Sends a request and reads a 2xx answer's text; anything else is an HttpStatusError. */
+export async function requestText(url: string, opts: RequestOptions): Promise<string> {
   const res = await send(url, opts);
   const text = await readText(res);
   const status = res.statusCode ?? 0;
   if (status < 200 || status >= 300) throw new HttpStatusError(url, status, errorDetail(text));
-  return JSON.parse(text) as T;
+  return text;
+}
+
+/** Sends a request and parses a 2xx JSON answer; anything else is an HttpStatusError. */
+export async function requestJson<T>(url: string, opts: RequestOptions): Promise<T> {
+  return JSON.parse(await requestText(url, opts)) as T;
 }
 
 /**
