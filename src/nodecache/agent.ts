@@ -57,6 +57,8 @@ class Refusal extends Error {
 }
 
 interface Upload {
+  /** Files are PUT in parallel: the first creates the staging directory, the others wait for it. */
+  ready: Promise<void>;
   staging: string;
   hashes: Map<string, string>;
   bytes: number;
@@ -101,7 +103,10 @@ export class NodeCacheAgent {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     this.#server.closeAllConnections();
     await closed;
-    for (const u of this.#uploads.values()) await this.#store.discardStaging(u.staging);
+    for (const u of this.#uploads.values()) {
+      await u.ready;
+      await this.#store.discardStaging(u.staging);
+    }
     this.#uploads.clear();
   }
 
@@ -201,11 +206,7 @@ export class NodeCacheAgent {
         507,
         `file ${path} of entry ${key} has ${length} bytes, over the node cache's budget of ${this.#store.budgetBytes} bytes`,
       );
-    let upload = this.#uploads.get(key);
-    if (!upload) {
-      upload = { staging: await this.#store.newStaging(key), hashes: new Map(), bytes: 0 };
-      this.#uploads.set(key, upload);
-    }
+    const upload = await this.#uploadOf(key);
     const target = this.#store.stagedPath(upload.staging, path);
     await mkdir(dirname(target), { recursive: true });
     const part = `${target}.${randomBytes(4).toString("hex")}.part`;
@@ -230,6 +231,21 @@ export class NodeCacheAgent {
     sendJson(res, 200, { path, size, sha256: upload.hashes.get(path) });
   }
 
+  async #uploadOf(key: string): Promise<Upload> {
+    let upload = this.#uploads.get(key);
+    if (!upload) {
+      const staging = this.#store.newStaging(key);
+      const created: Upload = { ready: staging.then(() => {}), staging: "", hashes: new Map(), bytes: 0 };
+      created.ready = staging.then((dir) => {
+        created.staging = dir;
+      });
+      upload = created;
+      this.#uploads.set(key, upload);
+    }
+    await upload.ready;
+    return upload;
+  }
+
   async #commitUpload(key: string, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     let body: unknown;
     try {
@@ -242,6 +258,7 @@ export class NodeCacheAgent {
     }
     const manifest = checkManifest(key, body);
     const upload = this.#uploads.get(key);
+    await upload?.ready;
     if (!upload) {
       if (this.#store.entry(key)) return sendJson(res, 200, this.#store.entry(key)!.manifest);
       throw new Refusal(

@@ -33,15 +33,19 @@ export function agentError(err: unknown, what: string): DownloadError {
   if (err instanceof HttpStatusError) {
     const hint =
       "see the node cache agent's log on this node (kubectl logs -l app.kubernetes.io/name=mlmodel-node-cache)";
-    if (err.status === 404) return new DownloadError("NotFound", `${what}: ${err.message}`, { hint });
+    const cause = err;
+    if (err.status === 404) return new DownloadError("NotFound", `${what}: ${err.message}`, { hint, cause });
     if (err.status === 507)
       return new DownloadError("TooLarge", `${what}: ${err.message}`, {
         hint: "the node cache's budget is too small for this model",
+        cause,
       });
-    if (err.status === 422) return new DownloadError("ChecksumMismatch", `${what}: ${err.message}`, { hint });
+    if (err.status === 422)
+      return new DownloadError("ChecksumMismatch", `${what}: ${err.message}`, { hint, cause });
     return new DownloadError("ServerError", `${what}: ${err.message}`, {
       transient: retryStatuses.has(err.status),
       hint,
+      cause,
     });
   }
   const e = toDownloadError(err, "check that the node cache agent runs on this node");
