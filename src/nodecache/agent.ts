@@ -19,7 +19,7 @@ import {
   checkManifest,
   EntryInvalidError,
   NoRoomError,
-  planEviction,
+  type StoredEntry,
   validKey,
   validRelativePath,
 } from "./store.ts";
@@ -60,8 +60,13 @@ interface Upload {
   /** Files are PUT in parallel: the first creates the staging directory, the others wait for it. */
   ready: Promise<void>;
   staging: string;
-  hashes: Map<string, string>;
-  bytes: number;
+  /** Each file received whole: its size and the sha256 computed on the way. */
+  files: Map<string, { size: number; sha256: string }>;
+  /** Room reserved in the store per file, released once the entry is committed or dropped. */
+  reserved: Map<string, number>;
+  touchedAt: number;
+  /** PUTs under way: an upload with one is never idle, however long its file takes. */
+  active: number;
 }
 
 const maxManifestBytes = 16 << 20;
@@ -103,10 +108,7 @@ export class NodeCacheAgent {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     this.#server.closeAllConnections();
     await closed;
-    for (const u of this.#uploads.values()) {
-      await u.ready;
-      await this.#store.discardStaging(u.staging);
-    }
+    for (const u of this.#uploads.values()) await this.#discardUpload(u);
     this.#uploads.clear();
   }
 
@@ -200,13 +202,36 @@ export class NodeCacheAgent {
   }
 
   async #receiveFile(key: string, path: string, req: http.IncomingMessage, res: http.ServerResponse) {
-    const length = Number(req.headers["content-length"] ?? Number.NaN);
-    if (length > this.#store.budgetBytes)
+    const length = Number(req.headers["content-length"]);
+    if (!Number.isSafeInteger(length) || length < 0)
       throw new Refusal(
-        507,
-        `file ${path} of entry ${key} has ${length} bytes, over the node cache's budget of ${this.#store.budgetBytes} bytes`,
+        411,
+        `PUT of ${path} in entry ${key} needs a Content-Length (room is made before bytes land)`,
       );
     const upload = await this.#uploadOf(key);
+    upload.active++;
+    try {
+      await this.#receiveInto(upload, key, path, length, req, res);
+    } finally {
+      upload.active--;
+      upload.touchedAt = Date.now();
+    }
+  }
+
+  async #receiveInto(
+    upload: Upload,
+    key: string,
+    path: string,
+    length: number,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+  ): Promise<void> {
+    // A file sent again (a retried PUT) gives back the room its first attempt held.
+    this.#store.release(upload.reserved.get(path) ?? 0);
+    upload.reserved.delete(path);
+    const evicted = await this.#store.reserve(key, length, await this.#keep());
+    upload.reserved.set(path, length);
+    if (evicted.length > 0) this.#logEvicted(evicted, key);
     const target = this.#store.stagedPath(upload.staging, path);
     await mkdir(dirname(target), { recursive: true });
     const part = `${target}.${randomBytes(4).toString("hex")}.part`;
@@ -226,16 +251,45 @@ export class NodeCacheAgent {
       await rm(part, { force: true });
       throw err;
     }
-    upload.hashes.set(path, hash.digest("hex"));
-    upload.bytes += size;
-    sendJson(res, 200, { path, size, sha256: upload.hashes.get(path) });
+    const file = { path, size, sha256: hash.digest("hex") };
+    upload.files.set(path, file);
+    sendJson(res, 200, file);
+  }
+
+  /** Uploads nobody added to for `maxIdleMs` (a download Job killed mid-upload) are dropped. */
+  async discardIdleUploads(maxIdleMs: number, now = Date.now()): Promise<void> {
+    for (const [key, upload] of this.#uploads) {
+      if (upload.active > 0 || now - upload.touchedAt < maxIdleMs) continue;
+      this.#uploads.delete(key);
+      await this.#discardUpload(upload);
+      this.#log(`dropped the upload of ${key}: nothing arrived for ${Math.round(maxIdleMs / 1000)}s`);
+    }
+  }
+
+  async #discardUpload(upload: Upload): Promise<void> {
+    await upload.ready;
+    for (const bytes of upload.reserved.values()) this.#store.release(bytes);
+    upload.reserved.clear();
+    await this.#store.discardStaging(upload.staging);
+  }
+
+  #logEvicted(evicted: string[], key: string): void {
+    this.#log(`evicted ${evicted.join(", ")} to make room for ${key}`);
+    this.#opts.onChange?.();
   }
 
   async #uploadOf(key: string): Promise<Upload> {
     let upload = this.#uploads.get(key);
     if (!upload) {
       const staging = this.#store.newStaging(key);
-      const created: Upload = { ready: staging.then(() => {}), staging: "", hashes: new Map(), bytes: 0 };
+      const created: Upload = {
+        ready: staging.then(() => {}),
+        staging: "",
+        files: new Map(),
+        reserved: new Map(),
+        touchedAt: Date.now(),
+        active: 0,
+      };
       created.ready = staging.then((dir) => {
         created.staging = dir;
       });
@@ -267,8 +321,15 @@ export class NodeCacheAgent {
       );
     }
     this.#uploads.delete(key);
-    const { entry } = await this.#commit(upload.staging, manifest, { source: "origin" }, upload.hashes);
-    this.bytesFromOrigin += upload.bytes;
+    const hashes = new Map([...upload.files].map(([path, f]) => [path, f.sha256]));
+    const reserved = [...upload.reserved.values()].reduce((a, b) => a + b, 0);
+    let entry: StoredEntry;
+    try {
+      ({ entry } = await this.#commit(upload.staging, manifest, { source: "origin" }, hashes, reserved));
+    } finally {
+      await this.#discardUpload(upload);
+    }
+    this.bytesFromOrigin += manifest.size;
     this.#log(
       `committed ${key} from an origin download: ${manifest.files.length} file(s), ${manifest.size} bytes`,
     );
@@ -281,11 +342,11 @@ export class NodeCacheAgent {
     manifest: EntryManifest,
     origin: { source: "origin" | "peer"; peer?: string },
     hashes: Map<string, string>,
+    reservedBytes: number,
   ) {
     const keep = await this.#keep();
-    const result = await this.#store.commit(staging, manifest, origin, keep, hashes);
-    if (result.evicted.length > 0)
-      this.#log(`evicted ${result.evicted.join(", ")} to make room for ${manifest.key}`);
+    const result = await this.#store.commit(staging, manifest, origin, keep, hashes, reservedBytes);
+    if (result.evicted.length > 0) this.#logEvicted(result.evicted, manifest.key);
     return result;
   }
 
@@ -352,8 +413,9 @@ export class NodeCacheAgent {
           failures.push(`${peer.node}: ${(err as Error).message}`);
         continue;
       }
-      // Refused before any byte moves when it cannot fit.
-      planEviction(this.#store.entries(), manifest.size, this.#store.budgetBytes, await this.#keep(), key);
+      // Room is made before any byte moves; an entry that cannot fit is refused here.
+      const evicted = await this.#store.reserve(key, manifest.size, await this.#keep());
+      if (evicted.length > 0) this.#logEvicted(evicted, key);
       try {
         await this.#copyFrom(peer, manifest, idleTimeoutMs);
         return manifest;
@@ -361,6 +423,8 @@ export class NodeCacheAgent {
         if (err instanceof NoRoomError) throw err;
         failures.push(`${peer.node}: ${(err as Error).message}`);
         this.#log(`copy of ${key} from ${peer.node} failed: ${(err as Error).message}`);
+      } finally {
+        this.#store.release(manifest.size);
       }
     }
     if (failures.length === 0) {
@@ -399,7 +463,7 @@ export class NodeCacheAgent {
           hashes.set(f.path, got.sha256);
         },
       );
-      await this.#commit(staging, manifest, { source: "peer", peer: peer.node }, hashes);
+      await this.#commit(staging, manifest, { source: "peer", peer: peer.node }, hashes, manifest.size);
       this.bytesFromPeers += manifest.size;
       this.#log(
         `copied ${manifest.key} from ${peer.node}: ${manifest.files.length} file(s), ${manifest.size} bytes`,

@@ -32,7 +32,10 @@ interface EndpointSlice extends KubeObject {
 }
 
 /** The other agents in these slices: ready endpoints on other nodes, one per node. */
-export function peersFromSlices(slices: readonly EndpointSlice[], selfNode: string): Peer[] {
+export function peersFromSlices(
+  slices: readonly Pick<EndpointSlice, "endpoints" | "ports">[],
+  selfNode: string,
+): Peer[] {
   const peers = new Map<string, Peer>();
   for (const slice of slices) {
     const port = slice.ports?.find((p) => p.port !== undefined)?.port ?? nodeCachePort;

@@ -28,11 +28,12 @@ const filesDirName = "files";
 
 /** An entry whose size cannot fit the budget even once every evictable entry is gone. */
 export class NoRoomError extends Error {
-  constructor(key: string, size: number, budget: number, keptBytes: number) {
+  constructor(key: string, size: number, budget: number, keptBytes: number, reservedBytes = 0) {
+    const reserved = reservedBytes > 0 ? ` and ${reservedBytes} by other copies in progress` : "";
     super(
       `entry ${key} needs ${size} bytes; the budget is ${budget} bytes, of which ${keptBytes} are held by entries in use${
         keptBytes > 0 ? " (never evicted)" : ""
-      }: raise --budget (the DaemonSet's cache size) or free the entries in use`,
+      }${reserved}: raise --budget (the DaemonSet's cache size) or free the entries in use`,
     );
     this.name = "NoRoomError";
   }
@@ -84,8 +85,9 @@ export function checkManifest(key: string, value: unknown): EntryManifest {
 }
 
 /**
- * Which entries to evict so that `size` more bytes fit: least recently used first, never one in
- * `keep`. Throws NoRoomError when even evicting every other entry leaves too little room.
+ * Which entries to evict so that `size` more bytes fit beside `reserved` bytes being received
+ * for other entries: least recently used first, never one in `keep`. Throws NoRoomError when
+ * even evicting every other entry leaves too little room.
  */
 export function planEviction(
   entries: readonly StoredEntry[],
@@ -93,15 +95,16 @@ export function planEviction(
   budget: number,
   keep: ReadonlySet<string>,
   key: string,
+  reserved = 0,
 ): string[] {
   const used = entries.reduce((s, e) => s + e.manifest.size, 0);
   const kept = entries.filter((e) => keep.has(e.manifest.key)).reduce((s, e) => s + e.manifest.size, 0);
-  if (kept + size > budget) throw new NoRoomError(key, size, budget, kept);
+  if (kept + reserved + size > budget) throw new NoRoomError(key, size, budget, kept, reserved);
   const candidates = entries
     .filter((e) => !keep.has(e.manifest.key))
     .sort((a, b) => (a.lastUsedAt < b.lastUsedAt ? -1 : a.lastUsedAt > b.lastUsedAt ? 1 : 0));
   const evict: string[] = [];
-  let free = budget - used;
+  let free = budget - used - reserved;
   for (const e of candidates) {
     if (free >= size) break;
     evict.push(e.manifest.key);
@@ -115,8 +118,10 @@ export class ContentStore {
   readonly budgetBytes: number;
   readonly #entries = new Map<string, StoredEntry>();
   readonly #now: () => Date;
-  /** Commits run one at a time: each plans its eviction on the entries the last one left. */
+  /** Commits and reservations run one at a time: each plans on the entries the last one left. */
   #commits: Promise<unknown> = Promise.resolve();
+  /** Bytes being received (uploads, peer copies) that the budget must leave room for. */
+  #reserved = 0;
   evictions = 0;
 
   private constructor(dir: string, budgetBytes: number, now: () => Date) {
@@ -187,6 +192,7 @@ export class ContentStore {
    * Verifies the staged files against the manifest (the same set of paths, each size and
    * sha256; `hashes` holds digests computed while the bytes arrived, the others are read
    * again), makes room, and publishes the entry. The staging directory is gone afterwards.
+   * `reservedBytes`: what reserve() holds for this entry (the caller releases it after).
    */
   async commit(
     staging: string,
@@ -194,8 +200,35 @@ export class ContentStore {
     origin: EntryOrigin,
     keep: ReadonlySet<string>,
     hashes: ReadonlyMap<string, string> = new Map(),
+    reservedBytes = 0,
   ): Promise<{ entry: StoredEntry; evicted: string[] }> {
-    const run = this.#commits.then(() => this.#commit(staging, manifest, origin, keep, hashes));
+    return this.#serially(() => this.#commit(staging, manifest, origin, keep, hashes, reservedBytes));
+  }
+
+  /**
+   * Makes room for `bytes` about to be received for KEY (evicting as a commit would) and holds
+   * it until release(), so the directory never outgrows the budget while copies are under way.
+   * Throws NoRoomError when they cannot fit.
+   */
+  reserve(key: string, bytes: number, keep: ReadonlySet<string>): Promise<string[]> {
+    return this.#serially(async () => {
+      const evicted = planEviction(this.entries(), bytes, this.budgetBytes, keep, key, this.#reserved);
+      for (const k of evicted) await this.drop(k, true);
+      this.#reserved += bytes;
+      return evicted;
+    });
+  }
+
+  release(bytes: number): void {
+    this.#reserved = Math.max(0, this.#reserved - bytes);
+  }
+
+  get reservedBytes(): number {
+    return this.#reserved;
+  }
+
+  #serially<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.#commits.then(work);
     this.#commits = run.catch(() => {});
     return run;
   }
@@ -206,12 +239,22 @@ export class ContentStore {
     origin: EntryOrigin,
     keep: ReadonlySet<string>,
     hashes: ReadonlyMap<string, string>,
+    reservedBytes: number,
   ): Promise<{ entry: StoredEntry; evicted: string[] }> {
     try {
       const existing = this.#entries.get(manifest.key);
       if (existing) return { entry: existing, evicted: [] };
       await this.#checkStaged(staging, manifest, hashes);
-      const evicted = planEviction(this.entries(), manifest.size, this.budgetBytes, keep, manifest.key);
+      // The entry's own reservation is room it may take; the others' is not.
+      const others = Math.max(0, this.#reserved - reservedBytes);
+      const evicted = planEviction(
+        this.entries(),
+        manifest.size,
+        this.budgetBytes,
+        keep,
+        manifest.key,
+        others,
+      );
       for (const key of evicted) await this.drop(key, true);
       const at = this.#now().toISOString();
       const entry: StoredEntry = { manifest, ...origin, completedAt: at, lastUsedAt: at };

@@ -23,6 +23,7 @@ Flags:
   --port N           HTTP port (default ${nodeCachePort})
   --state-interval S seconds between two writes of the state ConfigMap at most (default 5)
   --in-use-interval S seconds between two reads of the keys in use for the state (default 10)
+  --upload-idle-timeout S  seconds an upload may receive nothing before it is dropped (default 600)
 
 The HTTP API, the state ConfigMap and failure handling: docs/node-cache-agent.md.`;
 
@@ -39,6 +40,7 @@ function flags(argv: string[]) {
         port: { type: "string" },
         "state-interval": { type: "string" },
         "in-use-interval": { type: "string" },
+        "upload-idle-timeout": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }).values;
@@ -82,6 +84,7 @@ export async function run(argv: string[]): Promise<number> {
   const port = positiveNumber("--port", f.port, nodeCachePort, 65535);
   const stateIntervalMs = positiveNumber("--state-interval", f["state-interval"], 5) * 1000;
   const inUseIntervalMs = positiveNumber("--in-use-interval", f["in-use-interval"], 10) * 1000;
+  const uploadIdleMs = positiveNumber("--upload-idle-timeout", f["upload-idle-timeout"], 600) * 1000;
   const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 
   const client = new KubeClient(kubeConnection(loadKubeConfig()), { userAgent: "mlmodel-node-cache" });
@@ -106,7 +109,10 @@ export async function run(argv: string[]): Promise<number> {
     `node cache agent of ${node} on ${url}: ${store.entries().length} entries, ${store.usedBytes} of ${budget} bytes in ${dir}`,
   );
   writer.changed();
-  const timer = setInterval(refresh, inUseIntervalMs);
+  const timer = setInterval(() => {
+    void refresh();
+    agent.discardIdleUploads(uploadIdleMs).catch((err: unknown) => log(`warning: ${(err as Error).message}`));
+  }, inUseIntervalMs);
 
   await new Promise<void>((resolve) => {
     process.once("SIGTERM", resolve);

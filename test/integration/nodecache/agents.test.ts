@@ -308,6 +308,37 @@ describe("node cache agents on loopback", () => {
   });
 });
 
+describe("uploads nobody finishes", () => {
+  it("are dropped once idle, giving their room back", async () => {
+    const agent = await startAgent("node-idle", 100);
+    const k = cacheKey("https://origin.example/abandoned", undefined);
+    await requestText(`${agent.url}${nodeCacheApi.file(k, "part.bin")}`, {
+      method: "PUT",
+      body: "p".repeat(60),
+      idleTimeoutMs: 5000,
+    });
+    assert.equal(agent.store.reservedBytes, 60);
+    await agent.agent.discardIdleUploads(0);
+    assert.equal(agent.store.reservedBytes, 0);
+    const commit = await statusOf(
+      requestJson(`${agent.url}${nodeCacheApi.commit(k)}`, {
+        method: "POST",
+        body: JSON.stringify({
+          key: k,
+          uri: "u",
+          files: [{ path: "part.bin", size: 60, sha256: sha256("p".repeat(60)) }],
+          size: 60,
+        }),
+        idleTimeoutMs: 5000,
+      }),
+    );
+    assert.equal(commit.status, 404);
+    const other = cacheKey("https://origin.example/after", undefined);
+    const m = await client(agent).upload(other, "u", tree({ f: "q".repeat(90) }), new Set());
+    assert.equal(m.size, 90, "the abandoned upload's 60 bytes no longer count against the budget of 100");
+  });
+});
+
 describe("download --cache and cache-copy against a real origin", () => {
   let origin: FileServer;
   let first: TestAgent;

@@ -129,6 +129,29 @@ describe("node cache store", () => {
     assert.equal(store.evictions, 0);
   });
 
+  it("reserves room for bytes being received, so the directory never outgrows the budget", async () => {
+    const store = await ContentStore.open(freshDir(), 100, steppingClock());
+    await put(store, "old", { f: "o".repeat(30) });
+    assert.deepEqual(await store.reserve("incoming", 60, new Set()), []);
+    await assert.rejects(store.reserve("second", 50, new Set(["old"])), /and 60 by other copies in progress/);
+    assert.deepEqual(await store.reserve("second", 30, new Set()), ["old"], "room comes from evicting");
+    assert.equal(store.usedBytes + store.reservedBytes, 90);
+    // The reserved entry commits into its own reservation, beside the other one.
+    const m = manifestOf("incoming", { f: "i".repeat(60) });
+    await store.commit(
+      await stage(store, "incoming", { f: "i".repeat(60) }),
+      m,
+      { source: "peer" },
+      new Set(),
+      new Map(),
+      60,
+    );
+    store.release(60);
+    store.release(30);
+    assert.equal(store.reservedBytes, 0);
+    assert.equal(store.usedBytes, 60);
+  });
+
   it("drops an entry whose file changed on disk when re-verified", async () => {
     const dir = freshDir();
     const store = await ContentStore.open(dir, 100);
