@@ -41,7 +41,7 @@ export async function downloadThroughCache(
     log: opts.log,
     signal: opts.signal,
   });
-  const held = await client.ensure(cache.key);
+  const held = await client.ensure(cache.key, { peerFailureIsAbsence: true });
   if (held) {
     opts.log(
       `the node cache holds entry ${cache.key} (${held.files.length} file(s), ${shortBytes(held.size)}): 0 bytes from the origin`,

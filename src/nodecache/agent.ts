@@ -229,7 +229,7 @@ export class NodeCacheAgent {
     // A file sent again (a retried PUT) gives back the room its first attempt held.
     this.#store.release(upload.reserved.get(path) ?? 0);
     upload.reserved.delete(path);
-    const evicted = await this.#store.reserve(key, length, await this.#keep());
+    const evicted = await this.#store.reserve(key, length, () => this.#keep());
     upload.reserved.set(path, length);
     if (evicted.length > 0) this.#logEvicted(evicted, key);
     const target = this.#store.stagedPath(upload.staging, path);
@@ -344,13 +344,19 @@ export class NodeCacheAgent {
     hashes: Map<string, string>,
     reservedBytes: number,
   ) {
-    const keep = await this.#keep();
-    const result = await this.#store.commit(staging, manifest, origin, keep, hashes, reservedBytes);
+    const result = await this.#store.commit(
+      staging,
+      manifest,
+      origin,
+      () => this.#keep(),
+      hashes,
+      reservedBytes,
+    );
     if (result.evicted.length > 0) this.#logEvicted(result.evicted, manifest.key);
     return result;
   }
 
-  /** Keys never to evict: in use by pods (read now), or being streamed. */
+  /** Keys never to evict: in use by pods (read now, as eviction is about to happen), or being streamed. */
   async #keep(): Promise<Set<string>> {
     try {
       this.#inUse = await this.#opts.inUseKeys();
@@ -414,7 +420,7 @@ export class NodeCacheAgent {
         continue;
       }
       // Room is made before any byte moves; an entry that cannot fit is refused here.
-      const evicted = await this.#store.reserve(key, manifest.size, await this.#keep());
+      const evicted = await this.#store.reserve(key, manifest.size, () => this.#keep());
       if (evicted.length > 0) this.#logEvicted(evicted, key);
       try {
         await this.#copyFrom(peer, manifest, idleTimeoutMs);

@@ -69,9 +69,17 @@ export class AgentClient {
 
   /**
    * Asks the agent to hold KEY (copying it from a peer if needed); undefined when no agent has
-   * it. Transient failures (agent not up yet, a failed peer copy) are retried until the deadline.
+   * it, or, with `peerFailureIsAbsence`, when peers hold it but every copy failed (a download
+   * Job then fetches from the origin instead of waiting). Other transient failures (the agent
+   * not up yet, a busy agent) are retried until the deadline.
    */
-  async ensure(key: string, verify = false): Promise<EntryManifest | undefined> {
+  async ensure(
+    key: string,
+    {
+      verify = false,
+      peerFailureIsAbsence = false,
+    }: { verify?: boolean; peerFailureIsAbsence?: boolean } = {},
+  ): Promise<EntryManifest | undefined> {
     const url = `${this.url}${nodeCacheApi.ensure(key)}${verify ? "?verify=1" : ""}`;
     for (let attempt = 1; ; attempt++) {
       const left = this.#opts.deadline - Date.now();
@@ -83,6 +91,10 @@ export class AgentClient {
         });
       } catch (raw) {
         if (raw instanceof HttpStatusError && raw.status === 404) return undefined;
+        if (peerFailureIsAbsence && raw instanceof HttpStatusError && raw.status === 502) {
+          this.#opts.log(raw.message);
+          return undefined;
+        }
         const err = agentError(raw, `ensure of cache entry ${key}`);
         const delay = Math.min(5000, 250 * 2 ** Math.min(attempt, 5));
         if (!err.transient || Date.now() + delay >= this.#opts.deadline) throw err;

@@ -113,6 +113,12 @@ export function planEviction(
   return evict;
 }
 
+/**
+ * The keys never to evict: a set, or a function asked only when something must be evicted (so
+ * the agent reads the pods on its node only then, and never with a stale answer).
+ */
+export type KeepSource = ReadonlySet<string> | (() => Promise<ReadonlySet<string>>);
+
 export class ContentStore {
   readonly dir: string;
   readonly budgetBytes: number;
@@ -198,7 +204,7 @@ export class ContentStore {
     staging: string,
     manifest: EntryManifest,
     origin: EntryOrigin,
-    keep: ReadonlySet<string>,
+    keep: KeepSource,
     hashes: ReadonlyMap<string, string> = new Map(),
     reservedBytes = 0,
   ): Promise<{ entry: StoredEntry; evicted: string[] }> {
@@ -210,9 +216,10 @@ export class ContentStore {
    * it until release(), so the directory never outgrows the budget while copies are under way.
    * Throws NoRoomError when they cannot fit.
    */
-  reserve(key: string, bytes: number, keep: ReadonlySet<string>): Promise<string[]> {
+  reserve(key: string, bytes: number, keep: KeepSource): Promise<string[]> {
     return this.#serially(async () => {
-      const evicted = planEviction(this.entries(), bytes, this.budgetBytes, keep, key, this.#reserved);
+      const kept = await this.#keepFor(bytes, this.#reserved, keep);
+      const evicted = planEviction(this.entries(), bytes, this.budgetBytes, kept, key, this.#reserved);
       for (const k of evicted) await this.drop(k, true);
       this.#reserved += bytes;
       return evicted;
@@ -227,6 +234,12 @@ export class ContentStore {
     return this.#reserved;
   }
 
+  /** The keys to keep; a function is asked only when `bytes` do not fit without evicting. */
+  async #keepFor(bytes: number, reserved: number, keep: KeepSource): Promise<ReadonlySet<string>> {
+    if (typeof keep !== "function") return keep;
+    return this.usedBytes + reserved + bytes <= this.budgetBytes ? new Set() : keep();
+  }
+
   #serially<T>(work: () => Promise<T>): Promise<T> {
     const run = this.#commits.then(work);
     this.#commits = run.catch(() => {});
@@ -237,7 +250,7 @@ export class ContentStore {
     staging: string,
     manifest: EntryManifest,
     origin: EntryOrigin,
-    keep: ReadonlySet<string>,
+    keep: KeepSource,
     hashes: ReadonlyMap<string, string>,
     reservedBytes: number,
   ): Promise<{ entry: StoredEntry; evicted: string[] }> {
@@ -247,11 +260,12 @@ export class ContentStore {
       await this.#checkStaged(staging, manifest, hashes);
       // The entry's own reservation is room it may take; the others' is not.
       const others = Math.max(0, this.#reserved - reservedBytes);
+      const kept = await this.#keepFor(manifest.size, others, keep);
       const evicted = planEviction(
         this.entries(),
         manifest.size,
         this.budgetBytes,
-        keep,
+        kept,
         manifest.key,
         others,
       );

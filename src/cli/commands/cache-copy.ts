@@ -169,7 +169,7 @@ export async function cacheCopy(opts: CacheCopyOptions): Promise<EntryManifest> 
     opts.log(
       `${bad.length} file(s) did not verify: ${bad[0]}; asking the agent to re-verify entry ${opts.key}`,
     );
-    const again = await client.ensure(opts.key, true);
+    const again = await client.ensure(opts.key, { verify: true });
     if (!again)
       throw new DownloadError("NotFound", `entry ${opts.key} was dropped as corrupt and no peer holds it`, {
         hint: "the model is downloaded again by its download Job",

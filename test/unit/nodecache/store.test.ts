@@ -152,6 +152,37 @@ describe("node cache store", () => {
     assert.equal(store.usedBytes, 60);
   });
 
+  it("asks for the keys in use only when something must be evicted", async () => {
+    const store = await ContentStore.open(freshDir(), 50, steppingClock());
+    let asked = 0;
+    const keep = async () => {
+      asked++;
+      return new Set(["a"]);
+    };
+    const files = (c: string) => ({ f: c.repeat(20) });
+    await store.commit(
+      await stage(store, "a", files("a")),
+      manifestOf("a", files("a")),
+      { source: "origin" },
+      keep,
+    );
+    await store.commit(
+      await stage(store, "b", files("b")),
+      manifestOf("b", files("b")),
+      { source: "origin" },
+      keep,
+    );
+    assert.equal(asked, 0, "both fit without evicting");
+    const { evicted } = await store.commit(
+      await stage(store, "c", files("c")),
+      manifestOf("c", files("c")),
+      { source: "origin" },
+      keep,
+    );
+    assert.equal(asked, 1);
+    assert.deepEqual(evicted, ["b"], "a is older but in use");
+  });
+
   it("drops an entry whose file changed on disk when re-verified", async () => {
     const dir = freshDir();
     const store = await ContentStore.open(dir, 100);
