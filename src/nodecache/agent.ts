@@ -2,18 +2,13 @@
 // takes uploads from download Jobs on its node (staged, committed after verification), and on
 // `ensure` copies a missing entry from a peer agent, checking every file's sha256.
 // Peers and the keys in use come from injected functions (kube.ts gives the cluster's).
-
-import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, rename, rm } from "node:fs/promises";
+import { createReadStream } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { dirname } from "node:path";
-import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { mapBounded } from "../downloader/download.ts";
 import { type EntryManifest, type NodeCacheState, nodeCacheApi } from "./contract.ts";
-import { downloadTo, HttpStatusError, readText, requestJson, send } from "./http.ts";
+import { downloadTo, HttpStatusError, readText, requestJson, saveHashed, send } from "./http.ts";
 import {
   type ContentStore,
   checkManifest,
@@ -232,26 +227,7 @@ export class NodeCacheAgent {
     const evicted = await this.#store.reserve(key, length, () => this.#keep());
     upload.reserved.set(path, length);
     if (evicted.length > 0) this.#logEvicted(evicted, key);
-    const target = this.#store.stagedPath(upload.staging, path);
-    await mkdir(dirname(target), { recursive: true });
-    const part = `${target}.${randomBytes(4).toString("hex")}.part`;
-    const hash = createHash("sha256");
-    let size = 0;
-    const tap = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        hash.update(chunk);
-        size += chunk.length;
-        done(null, chunk);
-      },
-    });
-    try {
-      await pipeline(req, tap, createWriteStream(part));
-      await rename(part, target);
-    } catch (err) {
-      await rm(part, { force: true });
-      throw err;
-    }
-    const file = { path, size, sha256: hash.digest("hex") };
+    const file = { path, ...(await saveHashed(req, this.#store.stagedPath(upload.staging, path))) };
     upload.files.set(path, file);
     sendJson(res, 200, file);
   }

@@ -1,18 +1,12 @@
-// What model pods say to their node's agent: `mlmodel cache-copy` (ensure, then copy an entry
-// out with sha256 checks) and `mlmodel download --cache` (ensure; else upload the downloaded
-// tree and commit it). Failures are the downloader's DownloadErrors, so both commands end with
-// the same one-line termination message as a download.
-import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
-import { Transform } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { listFiles } from "../downloader/digest.ts";
 import { mapBounded } from "../downloader/download.ts";
 import { DownloadError, toDownloadError } from "../downloader/errors.ts";
 import { type EntryFile, type EntryManifest, nodeCacheApi } from "./contract.ts";
-import { downloadTo, HttpStatusError, requestJson, requestText } from "./http.ts";
+import { downloadTo, HttpStatusError, hashingTap, requestJson, requestText } from "./http.ts";
 
 export interface AgentClientOptions {
   /** When waiting for the agent gives up (epoch ms): ensure may wait for a whole peer copy. */
@@ -159,13 +153,7 @@ export class AgentClient {
   async #put(key: string, dir: string, path: string, signal: AbortSignal): Promise<EntryFile> {
     const full = join(dir, path);
     const { size } = await stat(full);
-    const hash = createHash("sha256");
-    const tap = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        hash.update(chunk);
-        done(null, chunk);
-      },
-    });
+    const { tap, result } = hashingTap();
     const body = createReadStream(full, { highWaterMark: 1 << 20 }).pipe(tap);
     try {
       await requestText(`${this.url}${nodeCacheApi.file(key, path)}`, {
@@ -178,6 +166,6 @@ export class AgentClient {
     } catch (err) {
       throw agentError(err, `upload of ${path} to cache entry ${key}`);
     }
-    return { path, size, sha256: hash.digest("hex") };
+    return { path, size, sha256: result().sha256 };
   }
 }

@@ -2,7 +2,7 @@
 // download to their node's agent): node:http, streamed bodies, and a bound on silence rather
 // than on the whole request, so a 100 GB file may take as long as it needs while a peer that
 // stops sending fails fast.
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { mkdir, rename, rm } from "node:fs/promises";
 import http from "node:http";
@@ -103,8 +103,11 @@ export async function downloadTo(
   const res = await send(url, opts);
   const status = res.statusCode ?? 0;
   if (status !== 200) throw new HttpStatusError(url, status, errorDetail(await readText(res)));
-  await mkdir(dirname(target), { recursive: true });
-  const part = `${target}.part`;
+  return saveHashed(res, target);
+}
+
+/** A pass-through stream that counts and hashes what goes through it. */
+export function hashingTap(): { tap: Transform; result: () => { size: number; sha256: string } } {
   const hash = createHash("sha256");
   let size = 0;
   const tap = new Transform({
@@ -114,12 +117,26 @@ export async function downloadTo(
       done(null, chunk);
     },
   });
+  return { tap, result: () => ({ size, sha256: hash.digest("hex") }) };
+}
+
+/**
+ * Writes `source` to `target` through a part file of its own (two writers of one path never
+ * share one), renamed when whole; returns the size and sha256 of the bytes, hashed on the way.
+ */
+export async function saveHashed(
+  source: Readable,
+  target: string,
+): Promise<{ size: number; sha256: string }> {
+  await mkdir(dirname(target), { recursive: true });
+  const part = `${target}.${randomBytes(4).toString("hex")}.part`;
+  const { tap, result } = hashingTap();
   try {
-    await pipeline(res, tap, createWriteStream(part));
+    await pipeline(source, tap, createWriteStream(part));
     await rename(part, target);
   } catch (err) {
     await rm(part, { force: true });
     throw err;
   }
-  return { size, sha256: hash.digest("hex") };
+  return result();
 }

@@ -21,7 +21,7 @@ import { AgentClient } from "../../nodecache/client.ts";
 import type { EntryManifest } from "../../nodecache/contract.ts";
 import { validKey } from "../../nodecache/store.ts";
 import { CliError } from "../errors.ts";
-import { writeTerminationLog } from "./download.ts";
+import { parsePositiveInt, writeTerminationLog } from "./download.ts";
 
 export const summary = "Copy a node cache entry into a directory (serving pods' init container)";
 
@@ -65,14 +65,6 @@ function flags(argv: string[]) {
   }
 }
 
-function wholeNumber(flag: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new CliError(`${flag} "${value}" must be a whole number of at least 1`, 2);
-  return n;
-}
-
 /** Checks the flags; a wrong one exits 2 with a line in the termination log too. */
 function options(argv: string[]) {
   const f = flags(argv);
@@ -94,9 +86,9 @@ function options(argv: string[]) {
     cache,
     key,
     dest: need("--dest", f.dest).replace(/\/+$/, ""),
-    timeoutMs: wholeNumber("--timeout", f.timeout, 3600) * 1000,
-    idleTimeoutMs: wholeNumber("--idle-timeout", f["idle-timeout"], 60) * 1000,
-    parallel: wholeNumber("--parallel", f.parallel, 4),
+    timeoutMs: parsePositiveInt("--timeout", f.timeout, 3600) * 1000,
+    idleTimeoutMs: parsePositiveInt("--idle-timeout", f["idle-timeout"], 60) * 1000,
+    parallel: parsePositiveInt("--parallel", f.parallel, 4),
     quiet: f.quiet === true,
   };
 }

@@ -78,7 +78,7 @@ export function parseSize(flag: string, value: string): number {
   return Math.floor(Number(m[1]) * unit);
 }
 
-function parsePositiveInt(flag: string, value: string | undefined, fallback: number): number {
+export function parsePositiveInt(flag: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1)

@@ -106,6 +106,19 @@ function corrupt(a: TestAgent, key: string, path: string): void {
   writeFileSync(file, bytes);
 }
 
+/** `cache-copy` in-process, its log lines into `log`. */
+function copyInto(agent: TestAgent, key: string, dest: string, log: string[]) {
+  return cacheCopy({
+    cache: agent.url,
+    key,
+    dest,
+    timeoutMs: 60_000,
+    idleTimeoutMs: 20_000,
+    parallel: 4,
+    log: (l) => log.push(l),
+  });
+}
+
 async function cli(args: string[], env: Record<string, string> = {}) {
   const termLog = join(mkdtempSync(join(root, "term-")), "termination-log");
   try {
@@ -240,15 +253,7 @@ describe("node cache agents on loopback", () => {
     corrupt(b, key, "model.bin");
     const dest = join(root, "serving-b", "model");
     const log: string[] = [];
-    await cacheCopy({
-      cache: b.url,
-      key,
-      dest,
-      timeoutMs: 60_000,
-      idleTimeoutMs: 20_000,
-      parallel: 4,
-      log: (l) => log.push(l),
-    });
+    await copyInto(b, key, dest, log);
     assert.ok(
       log.some((l) => /1 file\(s\) did not verify: model\.bin .*asking the agent to re-verify/.test(l)),
       log.join("\n"),
@@ -259,15 +264,7 @@ describe("node cache agents on loopback", () => {
     assert.equal(b.store.entry(key)?.source, "peer", "node-b holds a fresh copy from a peer");
     assert.equal(await b.store.reverify(key), undefined);
     log.length = 0;
-    await cacheCopy({
-      cache: b.url,
-      key,
-      dest,
-      timeoutMs: 60_000,
-      idleTimeoutMs: 20_000,
-      parallel: 4,
-      log: (l) => log.push(l),
-    });
+    await copyInto(b, key, dest, log);
     assert.ok(
       log.some((l) => l.startsWith("already complete")),
       log.join("\n"),
