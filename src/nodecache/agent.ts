@@ -152,7 +152,7 @@ export class NodeCacheAgent {
     if (url.pathname === nodeCacheApi.entries && method === "GET") return sendJson(res, 200, this.state());
     const m = /^\/v1\/entries\/([^/]+)(?:\/(commit|ensure|files\/(.+)))?$/.exec(url.pathname);
     if (!m) throw new Refusal(404, `no such path ${url.pathname}; see the API in docs/node-cache-agent.md`);
-    const key = decodeURIComponent(m[1]!);
+    const key = decodeSegment(m[1]!);
     if (!validKey(key))
       throw new Refusal(400, `key "${key}" is not a cache key (lowercase letters, digits, "-")`);
     const action = m[2];
@@ -161,7 +161,7 @@ export class NodeCacheAgent {
     if (action === "ensure" && method === "POST")
       return sendJson(res, 200, await this.ensure(key, url.searchParams.get("verify") === "1"));
     if (m[3] !== undefined) {
-      const path = m[3].split("/").map(decodeURIComponent).join("/");
+      const path = m[3].split("/").map(decodeSegment).join("/");
       if (!validRelativePath(path))
         throw new Refusal(400, `file path "${path}" must be relative, "/"-separated, without "." or ".."`);
       if (method === "GET") return this.#serveFile(key, path, res);
@@ -490,6 +490,14 @@ export class NodeCacheAgent {
       return;
     }
     sendJson(res, status, { error: message });
+  }
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new Refusal(400, `"${segment}" is not a URL-encoded path segment`);
   }
 }
 

@@ -7,6 +7,7 @@ import { mapBounded } from "../downloader/download.ts";
 import { DownloadError, toDownloadError } from "../downloader/errors.ts";
 import { type EntryFile, type EntryManifest, nodeCacheApi } from "./contract.ts";
 import { downloadTo, HttpStatusError, hashingTap, requestJson, requestText } from "./http.ts";
+import { validKey } from "./store.ts";
 
 export interface AgentClientOptions {
   /** When waiting for the agent gives up (epoch ms): ensure may wait for a whole peer copy. */
@@ -16,6 +17,15 @@ export interface AgentClientOptions {
   parallel: number;
   log: (line: string) => void;
   signal?: AbortSignal;
+}
+
+/** What is wrong with a flag naming the node's agent or a cache key, or undefined. */
+export function agentFlagProblem(flag: string, value: string, what: "url" | "key"): string | undefined {
+  if (what === "url" && !/^http:\/\/[^/]+/.test(value))
+    return `${flag} "${value}" is not an http:// URL of the node cache agent, e.g. http://mlmodel-node-cache.mlmodel-system:8375`;
+  if (what === "key" && !validKey(value))
+    return `${flag} "${value}" is not a cache key (lowercase letters, digits and "-")`;
+  return undefined;
 }
 
 /** Statuses worth asking again: the agent starting, a peer copy that failed, a busy agent. */

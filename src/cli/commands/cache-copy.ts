@@ -17,9 +17,8 @@ import { contentDigest } from "../../downloader/digest.ts";
 import { publish, readMarker, refuseForeignDest } from "../../downloader/download.ts";
 import { DownloadError, failureLine, toDownloadError } from "../../downloader/errors.ts";
 import { formatBytes } from "../../downloader/progress.ts";
-import { AgentClient } from "../../nodecache/client.ts";
+import { AgentClient, agentFlagProblem } from "../../nodecache/client.ts";
 import type { EntryManifest } from "../../nodecache/contract.ts";
-import { validKey } from "../../nodecache/store.ts";
 import { CliError } from "../errors.ts";
 import { parsePositiveInt, writeTerminationLog } from "./download.ts";
 
@@ -74,14 +73,9 @@ function options(argv: string[]) {
     return v;
   };
   const cache = need("--cache", f.cache);
-  if (!/^http:\/\/[^/]+/.test(cache))
-    throw new CliError(
-      `--cache "${cache}" is not an http:// URL of the node cache agent, e.g. http://mlmodel-node-cache.mlmodel-system:8375`,
-      2,
-    );
   const key = need("--key", f.key);
-  if (!validKey(key))
-    throw new CliError(`--key "${key}" is not a cache key (lowercase letters, digits and "-")`, 2);
+  const problem = agentFlagProblem("--cache", cache, "url") ?? agentFlagProblem("--key", key, "key");
+  if (problem) throw new CliError(problem, 2);
   return {
     cache,
     key,

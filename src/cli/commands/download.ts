@@ -25,7 +25,7 @@ import { DownloadError, failureLine, toDownloadError } from "../../downloader/er
 import { formatBytes, Progress, progressLine } from "../../downloader/progress.ts";
 import { redactUri, uriScrubber } from "../../downloader/redact.ts";
 import { kubeConfigSender, StatusReporter, statusTargetFromEnv } from "../../downloader/status-reporter.ts";
-import { validKey } from "../../nodecache/store.ts";
+import { agentFlagProblem } from "../../nodecache/client.ts";
 import { CliError } from "../errors.ts";
 
 export const summary = "Download a model into a directory (run by the download Job)";
@@ -278,13 +278,8 @@ function nodeCacheTarget(flags: {
   if (url === undefined && key === undefined) return undefined;
   if (!url || !key)
     throw new CliError(`--cache and --cache-key go together; give both or neither\n\n${help}`, 2);
-  if (!/^http:\/\/[^/]+/.test(url))
-    throw new CliError(
-      `--cache "${url}" is not an http:// URL of the node cache agent, e.g. http://mlmodel-node-cache.mlmodel-system:8375`,
-      2,
-    );
-  if (!validKey(key))
-    throw new CliError(`--cache-key "${key}" is not a cache key (lowercase letters, digits and "-")`, 2);
+  const problem = agentFlagProblem("--cache", url, "url") ?? agentFlagProblem("--cache-key", key, "key");
+  if (problem) throw new CliError(problem, 2);
   const timeoutMs =
     parsePositiveInt("--cache-timeout", flags["cache-timeout"], defaultCacheTimeoutMs / 1000) * 1000;
   return { url, key, timeoutMs };
