@@ -3,13 +3,17 @@
 // in-process on this machine's address: the API server refuses loopback endpoints), a pod on its node with the cache-key label marks an entry in use,
 // and its state ConfigMap appears with what it holds. SIGTERM stops it cleanly.
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
+import { mlModelCrd } from "../../../src/api/crds.ts";
+import { mlmodelResource } from "../../../src/downloader/contract.ts";
+import { shortBytes } from "../../../src/downloader/progress.ts";
 import { NodeCacheAgent } from "../../../src/nodecache/agent.ts";
 import { AgentClient } from "../../../src/nodecache/client.ts";
 import {
@@ -144,6 +148,49 @@ describe("node cache agent on the control plane", () => {
       (await listInUseKeys(client, "peer-node")).has(key),
       false,
       "a pod on another node does not count",
+    );
+  });
+
+  it("download --cache reports in the MLModel's status that the bytes came from the node cache", async () => {
+    const { group, version, plural, kind } = mlmodelResource;
+    const mlmodels = { group, version, kind, plural, namespaced: true };
+    await client.apply(builtinKinds.CustomResourceDefinition, mlModelCrd as never, {
+      fieldManager: "nodecache-test",
+      force: true,
+    });
+    await waitFor("the MLModel CRD to be served", () => client.list(mlmodels, { namespace: ns.name }));
+    await client.create(mlmodels, {
+      apiVersion: `${group}/${version}`,
+      kind,
+      metadata: { name: "cached", namespace: ns.name },
+      spec: { model: { uri: "http://origin.invalid/model.bin", format: "onnx" }, storage: { size: "1Gi" } },
+    } as KubeObject);
+    const peerUrl = `http://${peerAddress}:${peerPort}`;
+    const args = [
+      "download",
+      "--uri",
+      "http://origin.invalid/model.bin",
+      "--dest",
+      join(root, "scratch", "model"),
+    ];
+    const { stderr: out } = await promisify(execFile)(
+      process.execPath,
+      [mainTs, ...args, "--cache", peerUrl, "--cache-key", key],
+      { env: { ...process.env, MLMODEL_NAME: "cached", MLMODEL_NAMESPACE: ns.name } },
+    );
+    assert.doesNotMatch(out, /warning: status patch/);
+    const model = (await client.get(mlmodels, { namespace: ns.name, name: "cached" })) as KubeObject & {
+      status?: { download?: Record<string, unknown> };
+    };
+    const d = model.status?.download ?? {};
+    assert.equal(d.phase, "Complete");
+    assert.equal(d.bytesDone, 0);
+    assert.equal(d.progress, `node cache ${shortBytes(50_000)}`);
+    assert.match(
+      String(d.message),
+      new RegExp(
+        `^copied from node cache: entry ${key}, 1 file\\(s\\), ${shortBytes(50_000)}, 0 bytes from the origin$`,
+      ),
     );
   });
 
