@@ -6,7 +6,17 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -302,6 +312,35 @@ describe("node cache agents on loopback", () => {
     );
     assert.equal(fromPeer.status, 507);
     assert.match(fromPeer.message, /needs 300011 bytes; the budget is 100 bytes/);
+  });
+});
+
+describe("a peer that dies mid-copy", () => {
+  it("leaves nothing half copied: the copy comes from the next peer and the room is given back", async () => {
+    const good = await startAgent("node-good");
+    const taker = await startAgent("node-taker");
+    const body = randomBytes(400_000);
+    const k = cacheKey("https://origin.example/mid-copy", undefined);
+    const manifest = await client(good).upload(k, "u", tree({ "w.bin": body }), new Set());
+    // A peer that has the manifest and dies after sending part of the file.
+    const dying = http.createServer((req, res) => {
+      if (req.url === nodeCacheApi.entry(k)) {
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(manifest));
+        return;
+      }
+      res.writeHead(200, { "content-length": body.length });
+      res.write(body.subarray(0, 100_000), () => res.destroy());
+    });
+    await new Promise<void>((resolve) => dying.listen(0, "127.0.0.1", resolve));
+    after(() => new Promise<void>((resolve) => dying.close(() => resolve())));
+    const dyingUrl = `http://127.0.0.1:${(dying.address() as AddressInfo).port}`;
+    taker.peers.push({ node: "node-dying", url: dyingUrl }, { node: good.node, url: good.url });
+
+    assert.deepEqual(await client(taker).ensure(k), manifest);
+    assert.equal(taker.store.entry(k)?.peer, good.node);
+    assert.deepEqual(readFileSync(taker.store.filePath(k, "w.bin")!), body);
+    assert.equal(taker.store.reservedBytes, 0);
+    assert.deepEqual(readdirSync(join(root, taker.node, "staging")), []);
   });
 });
 
