@@ -22,7 +22,7 @@ import type { EntryManifest } from "../../nodecache/contract.ts";
 import { CliError } from "../errors.ts";
 import { parsePositiveInt, writeTerminationLog } from "./download.ts";
 
-export const summary = "Copy a node cache entry into a directory (serving pods' init container)";
+export const summary = "copy a node cache entry into a directory (serving pods' init container)";
 
 const help = `Usage: mlmodel cache-copy --cache URL --key KEY --dest DIR [flags]
 

@@ -10,7 +10,7 @@ import { KubeClient, kubeConnection, loadKubeConfig } from "../../runtime/index.
 import { CliError } from "../errors.ts";
 import { parseSize } from "./download.ts";
 
-export const summary = "Run the node cache agent (one per node, in the operator's namespace)";
+export const summary = "run the node cache agent (one per node, in the operator's namespace)";
 
 const help = `Usage: mlmodel node-cache --dir DIR --budget SIZE [--node NAME] [--namespace NS] [--port N]
 
