@@ -158,7 +158,7 @@ export async function cacheCopy(opts: CacheCopyOptions): Promise<EntryManifest> 
     const again = await client.ensure(opts.key, { verify: true });
     if (!again)
       throw new DownloadError("NotFound", `entry ${opts.key} was dropped as corrupt and no peer holds it`, {
-        hint: "the model is downloaded again by its download Job",
+        hint: "no node holds a verified copy any more: the model must be downloaded from its origin again",
       });
     manifest = again;
     bad = await copyOnce(client, manifest, partial, opts);

@@ -70,6 +70,23 @@ function positiveNumber(flag: string, value: string | undefined, fallback: numbe
   return n;
 }
 
+/** A budget lowered since the last run: least recently used entries go until the rest fit. */
+async function fitBudget(
+  store: ContentStore,
+  inUse: () => Promise<ReadonlySet<string>>,
+  log: (l: string) => void,
+) {
+  if (store.usedBytes <= store.budgetBytes) return;
+  try {
+    const evicted = await store.reserve("budget", 0, inUse);
+    log(`evicted ${evicted.join(", ")}: the entries held more than the budget of ${store.budgetBytes} bytes`);
+  } catch (err) {
+    log(
+      `warning: the entries hold ${store.usedBytes} bytes, over the budget, and cannot all go: ${(err as Error).message}`,
+    );
+  }
+}
+
 export async function run(argv: string[]): Promise<number> {
   const f = flags(argv);
   if (f.help) {
@@ -104,6 +121,7 @@ export async function run(argv: string[]): Promise<number> {
       .refreshInUse()
       .catch((err: unknown) => log(`warning: cannot list the pods on ${node}: ${(err as Error).message}`));
   await refresh();
+  await fitBudget(store, () => listInUseKeys(client, node), log);
   const url = await agent.listen(port);
   log(
     `node cache agent of ${node} on ${url}: ${store.entries().length} entries, ${store.usedBytes} of ${budget} bytes in ${dir}`,

@@ -183,6 +183,17 @@ describe("node cache store", () => {
     assert.deepEqual(evicted, ["b"], "a is older but in use");
   });
 
+  it("fits a budget lowered since the last run by evicting the least recently used", async () => {
+    const dir = freshDir();
+    const big = await ContentStore.open(dir, 100, steppingClock());
+    await put(big, "first", { f: "1".repeat(30) });
+    await put(big, "second", { f: "2".repeat(30) });
+    const small = await ContentStore.open(dir, 40, steppingClock());
+    assert.deepEqual(await small.reserve("budget", 0, new Set()), ["first"]);
+    assert.equal(small.usedBytes, 30);
+    assert.equal(small.reservedBytes, 0);
+  });
+
   it("drops an entry whose file changed on disk when re-verified", async () => {
     const dir = freshDir();
     const store = await ContentStore.open(dir, 100);
