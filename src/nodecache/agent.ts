@@ -40,6 +40,8 @@ export interface AgentOptions {
   peerIdleTimeoutMs?: number;
   /** Files copied from a peer at once. */
   peerParallel?: number;
+  /** How long an uploader may keep silent inside a PUT's body. */
+  uploadIdleTimeoutMs?: number;
 }
 
 /** An answer with a status and one line saying why. */
@@ -85,6 +87,9 @@ export class NodeCacheAgent {
     this.#server = http.createServer((req, res) => {
       this.#handle(req, res).catch((err: unknown) => this.#fail(res, err));
     });
+    // A 100 GB upload takes longer than node's default bound on a whole request (300 s); a
+    // silent sender is bounded per PUT instead, and an ensure may wait for a long peer copy.
+    this.#server.requestTimeout = 0;
   }
 
   /** Listens and resolves with the base URL. */
@@ -203,6 +208,10 @@ export class NodeCacheAgent {
         411,
         `PUT of ${path} in entry ${key} needs a Content-Length (room is made before bytes land)`,
       );
+    const idleMs = this.#opts.uploadIdleTimeoutMs ?? 120_000;
+    req.setTimeout(idleMs, () =>
+      req.destroy(new Error(`the upload of ${path} sent nothing for ${idleMs / 1000}s`)),
+    );
     const upload = await this.#uploadOf(key);
     upload.active++;
     try {

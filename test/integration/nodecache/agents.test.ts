@@ -24,7 +24,7 @@ import { promisify } from "node:util";
 import { cacheCopy } from "../../../src/cli/commands/cache-copy.ts";
 import { completionMarkerName } from "../../../src/downloader/contract.ts";
 import { DownloadError } from "../../../src/downloader/errors.ts";
-import { NodeCacheAgent, type Peer } from "../../../src/nodecache/agent.ts";
+import { type AgentOptions, NodeCacheAgent, type Peer } from "../../../src/nodecache/agent.ts";
 import { AgentClient } from "../../../src/nodecache/client.ts";
 import {
   cacheKey,
@@ -56,7 +56,11 @@ after(async () => {
 });
 
 /** An agent whose peers are the `peers` array (a test fills and reorders it). */
-async function startAgent(node: string, budget = 1 << 30): Promise<TestAgent> {
+async function startAgent(
+  node: string,
+  budget = 1 << 30,
+  extra: Partial<AgentOptions> = {},
+): Promise<TestAgent> {
   const store = await ContentStore.open(join(root, node), budget);
   const inUse = new Set<string>();
   const peers: Peer[] = [];
@@ -66,6 +70,7 @@ async function startAgent(node: string, budget = 1 << 30): Promise<TestAgent> {
     peers: async () => peers,
     inUseKeys: async () => inUse,
     peerIdleTimeoutMs: 20_000,
+    ...extra,
   });
   const url = await agent.listen(0, "127.0.0.1");
   const a = { node, url, store, agent, inUse, peers };
@@ -372,6 +377,33 @@ describe("uploads nobody finishes", () => {
     const other = cacheKey("https://origin.example/after", undefined);
     const m = await client(agent).upload(other, "u", tree({ f: "q".repeat(90) }), new Set());
     assert.equal(m.size, 90, "the abandoned upload's 60 bytes no longer count against the budget of 100");
+  });
+
+  it("end a PUT whose sender went silent, so the upload can be dropped", async () => {
+    const agent = await startAgent("node-stalled", 1000, { uploadIdleTimeoutMs: 200 });
+    const k = cacheKey("https://origin.example/stalled", undefined);
+    const req = http.request(`${agent.url}${nodeCacheApi.file(k, "big.bin")}`, {
+      method: "PUT",
+      headers: { "content-length": 500 },
+    });
+    const ended = new Promise<void>((resolve) => {
+      req.on("error", () => resolve());
+      req.on("response", (res) => res.resume().on("end", resolve).on("error", resolve));
+    });
+    req.write("x".repeat(10)); // and nothing more
+    await ended;
+    assert.equal(
+      agent.store.reservedBytes,
+      500,
+      "the stalled PUT's room is held until the upload is dropped",
+    );
+    // The agent ends its side of the PUT a moment after the client sees the socket close.
+    for (let i = 0; i < 100 && agent.store.reservedBytes > 0; i++) {
+      await agent.agent.discardIdleUploads(0);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(agent.store.reservedBytes, 0);
+    assert.deepEqual(readdirSync(join(root, agent.node, "staging")), []);
   });
 });
 
