@@ -1,3 +1,7 @@
+// What model pods say to their node's agent: `mlmodel cache-copy` (ensure, then copy an entry
+// out with sha256 checks) and `mlmodel download --cache` (ensure; else upload the downloaded
+// tree and commit it). Failures are the downloader's DownloadErrors, so both commands end with
+// the same one-line termination message as a download.
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";

@@ -492,7 +492,15 @@ describe("download --cache and cache-copy against a real origin", () => {
       new RegExp(`^cache entry ${missing}: NotFound: no node cache agent holds entry ${missing}; `),
     );
     assert.equal(r.termination.trim().split("\n").length, 1);
-    const bad = await cli(["cache-copy", "--cache", second.url, "--key", "Not/A/Key", "--dest", "/tmp/x"]);
+    const bad = await cli([
+      "cache-copy",
+      "--cache",
+      second.url,
+      "--key",
+      "Not/A/Key",
+      "--dest",
+      join(root, "x"),
+    ]);
     assert.equal(bad.code, 2);
     assert.match(bad.termination, /--key "Not\/A\/Key" is not a cache key/);
   });
