@@ -10,6 +10,7 @@ interface CommandModule {
 // Each helper owns its command file; add a line here when a command lands.
 const commands: Record<string, () => Promise<CommandModule>> = {
   backup: () => import("./commands/backup.ts"),
+  "cache-copy": () => import("./commands/cache-copy.ts"),
   cluster: () => import("./commands/cluster.ts"),
   completion: () => import("./commands/completion.ts"),
   describe: () => import("./commands/describe.ts"),
@@ -17,6 +18,7 @@ const commands: Record<string, () => Promise<CommandModule>> = {
   history: () => import("./commands/history.ts"),
   image: () => import("./commands/image.ts"),
   install: () => import("./commands/install.ts"),
+  "node-cache": () => import("./commands/node-cache.ts"),
   operator: () => import("./commands/operator.ts"),
   promote: () => import("./commands/promote.ts"),
   restore: () => import("./commands/restore.ts"),

@@ -66,7 +66,7 @@ export type DownloadResult =
 
 const stateFile = ".mlmodel-partial.json";
 
-async function readMarker(dest: string): Promise<CompletionMarker | undefined> {
+export async function readMarker(dest: string): Promise<CompletionMarker | undefined> {
   try {
     const m = JSON.parse(await readFile(join(dest, completionMarkerName), "utf8")) as CompletionMarker;
     return m.version === 1 ? m : undefined;
@@ -179,7 +179,7 @@ function verify(
  * DEST is replaced only if it is absent, empty, or an earlier download's (it has a marker):
  * never a directory of someone else's files that a wrong --dest happens to name.
  */
-async function refuseForeignDest(dest: string): Promise<void> {
+export async function refuseForeignDest(dest: string): Promise<void> {
   let entries: string[];
   try {
     entries = await readdir(dest);
@@ -205,7 +205,7 @@ async function refuseForeignDest(dest: string): Promise<void> {
 }
 
 /** Swaps `content` in as DEST: the old DEST (an incomplete or other model) goes away. */
-async function publish(content: string, dest: string, partial: string): Promise<void> {
+export async function publish(content: string, dest: string, partial: string): Promise<void> {
   const old = join(partial, "old");
   await rm(old, { recursive: true, force: true });
   try {

@@ -6,6 +6,13 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
+  type CachedDownloadResult,
+  defaultCacheTimeoutMs,
+  downloadThroughCache,
+  fromNodeCacheStatus,
+  type NodeCacheTarget,
+} from "../../downloader/cache-upload.ts";
+import {
   exitCodes,
   modelUriEnv,
   progressIntervalMs,
@@ -18,6 +25,7 @@ import { DownloadError, failureLine, toDownloadError } from "../../downloader/er
 import { formatBytes, Progress, progressLine } from "../../downloader/progress.ts";
 import { redactUri, uriScrubber } from "../../downloader/redact.ts";
 import { kubeConfigSender, StatusReporter, statusTargetFromEnv } from "../../downloader/status-reporter.ts";
+import { agentFlagProblem } from "../../nodecache/client.ts";
 import { CliError } from "../errors.ts";
 
 export const summary = "Download a model into a directory (run by the download Job)";
@@ -42,6 +50,11 @@ Flags:
   --request-timeout S  seconds a server may keep silent, before its answer or inside a body (default ${defaultDownloadOptions.requestTimeoutMs / 1000})
   --max-list-pages N   pages one listing may take before it is refused (default ${defaultDownloadOptions.maxListPages})
   --quiet              no progress lines on stderr
+  --cache URL          node-cache mode: the node's cache agent; with --cache-key, ask it for the
+                       model first (copied from a peer node, 0 bytes from the origin) and, when no
+                       agent holds it, download into --dest then store the files in the cache
+  --cache-key KEY      the model version's cache key (required with --cache)
+  --cache-timeout S    seconds to wait for the agent in all, a peer copy included (default ${defaultCacheTimeoutMs / 1000})
 
 Credentials, CA bundle, progress reporting and the termination log: see docs/downloader.md.`;
 
@@ -65,7 +78,7 @@ export function parseSize(flag: string, value: string): number {
   return Math.floor(Number(m[1]) * unit);
 }
 
-function parsePositiveInt(flag: string, value: string | undefined, fallback: number): number {
+export function parsePositiveInt(flag: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1)
@@ -91,6 +104,9 @@ function parseFlags(argv: string[]) {
         "request-timeout": { type: "string" },
         "max-list-pages": { type: "string" },
         quiet: { type: "boolean" },
+        cache: { type: "string" },
+        "cache-key": { type: "string" },
+        "cache-timeout": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }).values;
@@ -99,7 +115,7 @@ function parseFlags(argv: string[]) {
   }
 }
 
-function writeTerminationLog(line: string): void {
+export function writeTerminationLog(line: string): void {
   const path = process.env[terminationLogEnv] || terminationLogPath;
   try {
     writeFileSync(path, `${line}\n`);
@@ -212,9 +228,18 @@ async function runDownload(argv: string[]): Promise<number> {
       log,
       progress,
     };
-    const result = await download(opts);
-    progress.setPhase("Complete");
-    await reporter?.flush(progress.snapshot());
+    const cache = nodeCacheTarget(flags);
+    const result = cache ? await downloadThroughCache(opts, cache) : await download(opts);
+    progress.setPhase(
+      "Complete",
+      cache && result.state !== "FromNodeCache"
+        ? "downloaded from the origin and stored in the node cache"
+        : undefined,
+    );
+    const final = progress.snapshot();
+    await reporter?.flush(
+      result.state === "FromNodeCache" ? fromNodeCacheStatus(final, result.manifest) : final,
+    );
     log(resultLine(result));
     return exitCodes.ok;
   } catch (raw) {
@@ -242,8 +267,32 @@ async function startReporter(log: (l: string) => void): Promise<StatusReporter |
   }
 }
 
-function resultLine(r: Awaited<ReturnType<typeof download>>): string {
+/** --cache and --cache-key, both or neither. */
+function nodeCacheTarget(flags: {
+  cache?: string;
+  "cache-key"?: string;
+  "cache-timeout"?: string;
+}): NodeCacheTarget | undefined {
+  const url = flags.cache;
+  const key = flags["cache-key"];
+  if (url === undefined && key === undefined) return undefined;
+  if (!url || !key)
+    throw new CliError(`--cache and --cache-key go together; give both or neither\n\n${help}`, 2);
+  const problem = agentFlagProblem("--cache", url, "url") ?? agentFlagProblem("--cache-key", key, "key");
+  if (problem) throw new CliError(problem, 2);
+  const timeoutMs =
+    parsePositiveInt("--cache-timeout", flags["cache-timeout"], defaultCacheTimeoutMs / 1000) * 1000;
+  return { url, key, timeoutMs };
+}
+
+function resultLine(r: Awaited<ReturnType<typeof download>> | CachedDownloadResult): string {
+  if ("uploaded" in r) {
+    const { uploaded, ...downloaded } = r;
+    return `${resultLine(downloaded)}; stored in the node cache as entry ${uploaded.key}`;
+  }
   switch (r.state) {
+    case "FromNodeCache":
+      return `the node cache holds entry ${r.manifest.key}: ${r.manifest.files.length} file(s), ${formatBytes(r.manifest.size)}, 0 bytes from the origin`;
     case "AlreadyComplete":
       return `already complete: ${r.dest} (sha256 ${r.marker.sha256})`;
     case "Downloaded":
