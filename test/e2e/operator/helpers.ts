@@ -112,6 +112,11 @@ export interface OperatorOptions {
   servedPollIntervalMs?: number;
   /** The download Job's image (the operator's --downloader-image); default: the operator's default. */
   downloaderImage?: string;
+  /**
+   * Where the node cache is installed (installNodeCache): the operator finds its Service there
+   * and watches that namespace too, for the agents' state ConfigMaps.
+   */
+  nodeCacheNamespace?: string;
 }
 
 export async function startOperator(
@@ -132,7 +137,8 @@ export async function startOperator(
   });
   const mgr = await createOperator({
     kubeConfig: kc,
-    namespaces: [namespace],
+    namespaces: options.nodeCacheNamespace ? [namespace, options.nodeCacheNamespace] : [namespace],
+    ...(options.nodeCacheNamespace ? { nodeCacheNamespace: options.nodeCacheNamespace } : {}),
     logger: pino({ level: "warn" }),
     ...(options.servedPollIntervalMs !== undefined
       ? { servedPollIntervalMs: options.servedPollIntervalMs }

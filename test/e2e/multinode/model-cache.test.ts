@@ -1,0 +1,400 @@
+// test-needs: own-real-node, images
+/**
+ * Models across nodes on three real nodes (`up --real-nodes 3`, node-local ReadWriteOnce storage
+ * only as the default class): the node cache agents run as a DaemonSet, the operator runs on this
+ * machine under its own RBAC and finds them, and a scikit-learn model served by MLServer:
+ *
+ * - runs 3 replicas one per node, each answering exactly as scikit-learn predicted, with the
+ *   model's bytes fetched from the origin once in all (the other nodes copy from a peer);
+ * - scales 3 -> 6 and rolls back to a version still cached with 0 bytes from the origin;
+ * - under 25 requests/s through a Service: a node drain fails 0 requests; a node stopped loses
+ *   only the requests sent before the endpoints drop its pods, and its replicas come back on the
+ *   other nodes from their caches;
+ * - a corrupted cached file is detected by the copy, dropped and fetched again from a peer.
+ *
+ * One cluster for the whole file (it holds the machine's real-node lock from before `up` to
+ * after `down`); each test builds on the last.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { mlModelKind } from "../../../src/api/kinds.ts";
+import type { MLModel } from "../../../src/api/mlmodel.ts";
+import {
+  type ClusterState,
+  down,
+  memberOf,
+  nodeFault,
+  readFleetJournal,
+  releaseRealNode,
+  reserveRealNode,
+  up,
+} from "../../../src/cluster/index.ts";
+import { memberPathsAt } from "../../../src/cluster/node/config.ts";
+import { ensureImage, imageNames, recipeFor } from "../../../src/images/index.ts";
+import {
+  inferV2,
+  type ModelFileServer,
+  type SampleModel,
+  type ServiceEndpoint,
+  startModelFileServer,
+  trainSampleModel,
+} from "../../../src/images/sample-model.ts";
+import { install } from "../../../src/install/install.ts";
+import { defaultOperatorNamespace } from "../../../src/install/manifests.ts";
+import { installNodeCache } from "../../../src/install/node-cache.ts";
+import { cacheKeyLabel } from "../../../src/nodecache/contract.ts";
+import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
+import { kubeConfig, waitFor } from "../../harness/cluster.ts";
+import { scratchDir } from "../../harness/scratch.ts";
+import { summarize, Traffic } from "../../harness/traffic.ts";
+import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";
+import { adminClient, type OperatorTestBed, operatorTestBed, removeTestBed } from "../operator/helpers.ts";
+import { caSecretName, sklearnModel } from "../realnode/fixture.ts";
+import { assertNoFailures, moreAnswers } from "../realnode/live-traffic.ts";
+
+const log = (line: string) => console.log(`# [cluster] ${line}`);
+const figure = (line: string) => console.log(`# [figure] ${line}`);
+const nodeCount = 3;
+const nodeNames = Array.from({ length: nodeCount }, (_, i) => memberOf(i + 1).name);
+const modelName = "iris";
+// Large enough that a second fetch from the origin cannot hide in the counts.
+const paddingBytes = 2_000_000;
+
+type Published = SampleModel & { uri: string; path: string };
+
+describe("models across nodes: the node cache on three real nodes", {
+  timeout: Number.POSITIVE_INFINITY,
+}, () => {
+  const dir = scratchDir("model-cache");
+  let state: ClusterState;
+  let core: CoreV1Api;
+  let bed: OperatorTestBed;
+  let files: ModelFileServer;
+  let v1: Published;
+  let v2: Published;
+
+  before(
+    async () => {
+      await reserveRealNode(dir, { waitMs: nodeLockWaitMs, progress: log });
+      const images: string[] = [];
+      for (const name of imageNames) images.push((await ensureImage(name)).archive);
+      state = await up({
+        dir,
+        realNodes: nodeCount,
+        images,
+        stopWhenGone: process.pid,
+        nodeLockWaitMs,
+        progress: log,
+      });
+      process.env.KUBECONFIG = state.kubeconfig;
+      process.env.MLMODEL_TEST_CLUSTER_DIR = dir;
+      const kc = new KubeConfig();
+      kc.loadFromFile(state.kubeconfig);
+      core = kc.makeApiClient(CoreV1Api);
+      const image = recipeFor("mlmodel").ref;
+      const admin = await adminClient();
+      await install(admin);
+      await installNodeCache(admin, { namespace: defaultOperatorNamespace, image, budget: "1Gi" });
+      // The operator finds the node cache's Service at start: it is there before the operator.
+      bed = await operatorTestBed("e2e-cache", {
+        downloaderImage: image,
+        nodeCacheNamespace: defaultOperatorNamespace,
+      });
+      await waitFor(
+        "a node cache agent Ready on every node",
+        async () => {
+          const ds = await bed.admin.get<KubeObject & { status?: { numberReady?: number } }>(
+            builtinKinds.DaemonSet,
+            {
+              namespace: defaultOperatorNamespace,
+              name: "mlmodel-node-cache",
+            },
+          );
+          return (ds?.status?.numberReady ?? 0) === nodeCount;
+        },
+        { timeoutMs: 300_000 },
+      );
+      files = await startModelFileServer({ host: state.realNodes!.hostIp });
+      await bed.admin.apply(
+        builtinKinds.Secret,
+        {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name: caSecretName, namespace: bed.ns.name },
+          stringData: { "ca.crt": files.ca },
+        },
+        { fieldManager: "e2e", force: true },
+      );
+      const publish = async (version: number): Promise<Published> => {
+        const model = await trainSampleModel(kubeConfig(), { namespace: bed.ns.name, version, paddingBytes });
+        const path = `/iris-v${version}.tgz`;
+        return { ...model, path, uri: files.add(path.slice(1), model.archive) };
+      };
+      v1 = await publish(1);
+      v2 = await publish(2);
+    },
+    { timeout: 40 * 60_000 },
+  );
+
+  after(async () => {
+    await files?.stop();
+    if (bed) await removeTestBed(bed);
+    await down(dir).catch((err: Error) => console.error(`# down: ${err.message}`));
+    await releaseRealNode(dir).catch(() => {});
+  });
+
+  const originBytes = (model: Published) => files.bytesSent.get(model.path) ?? 0;
+
+  async function apply(model: Published, replicas: number): Promise<void> {
+    const spec = sklearnModel(modelName, model, { replicas });
+    await bed.admin.apply(
+      mlModelKind,
+      { ...spec, metadata: { ...spec.metadata, namespace: bed.ns.name } },
+      { fieldManager: "e2e", force: true },
+    );
+  }
+
+  async function servingPods(model: Published): Promise<V1Pod[]> {
+    const pods = await core.listNamespacedPod({
+      namespace: bed.ns.name,
+      labelSelector: `serving.mlmodel.dev/model=${modelName},app.kubernetes.io/component=server`,
+    });
+    return pods.items.filter(
+      (p) =>
+        !p.metadata?.deletionTimestamp &&
+        p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") &&
+        p.metadata?.labels?.[cacheKeyLabel] !== undefined &&
+        p.spec?.containers[0] !== undefined &&
+        answersAs(p, model),
+    );
+  }
+
+  // The pod template's init container copies this version: its args name the cache key, which
+  // the model's status gives for the version being served.
+  const keyOf = new Map<Published, string>();
+  const answersAs = (pod: V1Pod, model: Published) =>
+    pod.metadata?.labels?.[cacheKeyLabel] === keyOf.get(model);
+
+  /** Waits until `replicas` pods of `model`'s version are Ready and the model says Ready; returns the pods. */
+  async function readyOn(model: Published, replicas: number, what: string): Promise<V1Pod[]> {
+    return waitFor(
+      what,
+      async () => {
+        const mlm = await bed.admin.get<MLModel>(mlModelKind, { namespace: bed.ns.name, name: modelName });
+        const key = mlm?.status?.cache?.key;
+        if (key) keyOf.set(model, key);
+        if (mlm?.status?.phase !== "Ready" || !key) return undefined;
+        const pods = await servingPods(model);
+        return pods.length === replicas ? pods : undefined;
+      },
+      { timeoutMs: 600_000, intervalMs: 250 },
+    );
+  }
+
+  async function assertPredictions(pods: V1Pod[], model: Published): Promise<void> {
+    for (const pod of pods) {
+      const ip = pod.status!.podIP!;
+      const endpoint: ServiceEndpoint = { base: `http://${ip}:8080`, host: `${ip}:8080` };
+      const answer = await inferV2(endpoint, model.name, model.inputs);
+      assert.equal(answer.status, 200, `${pod.metadata!.name} on ${pod.spec!.nodeName}: ${answer.body}`);
+      assert.deepEqual(answer.data, model.predictions, `${pod.metadata!.name} answers as scikit-learn did`);
+    }
+  }
+
+  const nodesOf = (pods: V1Pod[]) => pods.map((p) => p.spec!.nodeName!).sort();
+
+  it("runs 3 replicas one per node, each exact, with the model fetched from the origin once in all", async () => {
+    const started = Date.now();
+    await apply(v1, 3);
+    const pods = await readyOn(v1, 3, "3 replicas of v1 Ready");
+    figure(`apply -> 3 replicas Ready (cold caches): ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    assert.deepEqual(nodesOf(pods), nodeNames, "one replica on each node");
+    await assertPredictions(pods, v1);
+    assert.equal(files.requests.get(v1.path), 1, "one request to the origin");
+    assert.equal(originBytes(v1), v1.archive.length, "the model's bytes once from the origin");
+    // The agents report what they hold (and which of it pods on their node use) every few seconds.
+    let last: MLModel["status"];
+    const cached = await waitFor(
+      "every node's agent to report the version, in use",
+      async () => {
+        const mlm = await bed.admin.get<MLModel>(mlModelKind, { namespace: bed.ns.name, name: modelName });
+        last = mlm?.status;
+        const nodes = mlm?.status?.cache?.nodes ?? [];
+        return nodes.length === nodeCount && nodes.every((n) => n.inUse) ? nodes : undefined;
+      },
+      { timeoutMs: 120_000, describe: async () => JSON.stringify(last?.cache) },
+    );
+    assert.deepEqual(cached.map((n) => n.node).sort(), nodeNames);
+    assert.equal(
+      cached.filter((n) => n.source === "Origin").length,
+      1,
+      "one node fetched it from the origin",
+    );
+    assert.equal(cached.filter((n) => n.source === "Peer").length, 2, "the others copied it from a peer");
+  });
+
+  it("scales 3 -> 6 with 0 bytes from the origin", async () => {
+    const before = originBytes(v1);
+    const started = Date.now();
+    await apply(v1, 6);
+    const pods = await readyOn(v1, 6, "6 replicas of v1 Ready");
+    figure(`scale 3 -> 6, all Ready: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    assert.equal(originBytes(v1), before, "no byte from the origin");
+    assert.deepEqual([...new Set(nodesOf(pods))], nodeNames, "the new replicas spread over the nodes too");
+    await assertPredictions(pods, v1);
+  });
+
+  it("rolls forward to v2 (fetched once) and back to v1, still cached, with 0 bytes from the origin", async () => {
+    await apply(v2, 3);
+    const v2Pods = await readyOn(v2, 3, "3 replicas of v2 Ready");
+    await assertPredictions(v2Pods, v2);
+    assert.equal(originBytes(v2), v2.archive.length, "v2 once from the origin");
+    const v1Before = originBytes(v1);
+    const started = Date.now();
+    await apply(v1, 3);
+    const pods = await readyOn(v1, 3, "3 replicas of v1 Ready again");
+    figure(`rollback to the cached v1, all Ready: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    assert.equal(originBytes(v1), v1Before, "the rollback fetched nothing from the origin");
+    assert.equal(originBytes(v2), v2.archive.length, "nor v2 again");
+    await assertPredictions(pods, v1);
+  });
+
+  it("under 25 requests/s: a drain fails none; a stopped node loses only its window, and its replicas come back from the caches", async () => {
+    const svc = await core.createNamespacedService({
+      namespace: bed.ns.name,
+      body: {
+        metadata: { name: "iris-nodeport" },
+        spec: {
+          type: "NodePort",
+          selector: { "serving.mlmodel.dev/model": modelName, "app.kubernetes.io/component": "server" },
+          ports: [{ port: 8080, targetPort: 8080 }],
+        },
+      },
+    });
+    const nodePort = svc.spec!.ports![0]!.nodePort!;
+    // Traffic enters through the first node, which is never faulted; kube-proxy there balances
+    // over every node's pods.
+    const entry = state.realNodes!.nodes[0]!.nodeIp;
+    const endpoint: ServiceEndpoint = { base: `http://${entry}:${nodePort}`, host: `${entry}:${nodePort}` };
+    await waitFor(
+      "the NodePort to answer",
+      async () => (await inferV2(endpoint, v1.name, v1.inputs).catch(() => undefined))?.status === 200,
+    );
+    const originBefore = originBytes(v1) + originBytes(v2);
+    const traffic = new Traffic({
+      send: () => inferV2(endpoint, v1.name, v1.inputs),
+      judge: (a) =>
+        a.status === 200 && JSON.stringify(a.data) === JSON.stringify(v1.predictions)
+          ? { ok: true, label: "v1" }
+          : { ok: false, error: `${a.status} ${a.body.slice(0, 200)}` },
+      ratePerSecond: 25,
+      maxRequests: 100_000,
+      maxDurationMs: 30 * 60_000,
+    });
+    traffic.start();
+    try {
+      await moreAnswers(traffic, 50, "traffic before the faults");
+      const drained = nodeNames[1]!;
+      const drainFrom = traffic.now();
+      await nodeFault(dir, "drain", drained, { progress: log });
+      await readyOn(v1, 3, `3 replicas Ready after draining ${drained}`);
+      const drainReport = summarize(traffic.samples.filter((s) => s.at >= drainFrom));
+      figure(`drain of ${drained}: ${drainReport.sent} requests, ${drainReport.failed} failed`);
+      assertNoFailures(drainReport, `draining ${drained}`);
+      await nodeFault(dir, "uncordon", drained, { progress: log });
+
+      const stopped = nodeNames[2]!;
+      const stopFrom = traffic.now();
+      await nodeFault(dir, "stop", stopped, { progress: log });
+      const back = await readyOn(v1, 3, `3 replicas Ready on the nodes left after stopping ${stopped}`);
+      assert.ok(!nodesOf(back).includes(stopped), `the replicas left ${stopped}: ${nodesOf(back)}`);
+      const stopSamples = traffic.samples.filter((s) => s.at >= stopFrom);
+      const stopReport = summarize(stopSamples);
+      const failedAt = stopSamples.filter((s) => !s.judgement.ok).map((s) => s.at);
+      const window = failedAt.length ? (Math.max(...failedAt) - Math.min(...failedAt)) / 1000 : 0;
+      figure(
+        `stop of ${stopped}: ${stopReport.sent} requests, ${stopReport.failed} failed, within ${window.toFixed(1)} s`,
+      );
+      await assertPredictions(back, v1);
+      await nodeFault(dir, "start", stopped, { progress: log });
+    } finally {
+      await traffic.stop();
+    }
+    assert.equal(
+      originBytes(v1) + originBytes(v2),
+      originBefore,
+      "the lost replicas came back without the origin",
+    );
+  });
+
+  it("detects a corrupted cached file, drops it and copies it again from a peer", async () => {
+    const pods = await readyOn(v1, 3, "3 replicas of v1 Ready");
+    const victim = pods.find((p) => p.spec!.nodeName === nodeNames[0])!;
+    const corrupted = await corruptCachedFile(core, dir, nodeNames[0]!, keyOf.get(v1)!);
+    const originBefore = originBytes(v1);
+    await core.deleteNamespacedPod({ name: victim.metadata!.name!, namespace: bed.ns.name });
+    const again = await readyOn(v1, 3, "3 replicas of v1 Ready after the corruption");
+    await assertPredictions(again, v1);
+    assert.notEqual(
+      sha256(readFileSync(corrupted.path)),
+      corrupted.badSha256,
+      "the corrupted file was replaced by a verified copy",
+    );
+    assert.equal(originBytes(v1), originBefore, "fetched again from a peer, not the origin");
+  });
+});
+
+function sha256(bytes: Buffer): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+/** Flips a byte of the largest file of the entry in the agent's emptyDir on `node`. */
+async function corruptCachedFile(
+  core: CoreV1Api,
+  clusterDir: string,
+  node: string,
+  key: string,
+): Promise<{ path: string; badSha256: string }> {
+  const entry = await entryFilesDir(core, clusterDir, node, key);
+  const largest = readdirSync(entry, { recursive: true, withFileTypes: true })
+    .filter((f) => f.isFile())
+    .map((f) => join(f.parentPath, f.name))
+    .sort((a, b) => statSync(b).size - statSync(a).size)[0]!;
+  const bytes = readFileSync(largest);
+  const at = Math.floor(bytes.length / 2);
+  bytes[at] = bytes[at]! ^ 0xff;
+  writeFileSync(largest, bytes);
+  return { path: largest, badSha256: sha256(bytes) };
+}
+
+/** The files of entry `key` in the emptyDir of `node`'s agent, as the kubelet of that node lays it out. */
+async function entryFilesDir(
+  core: CoreV1Api,
+  clusterDir: string,
+  node: string,
+  key: string,
+): Promise<string> {
+  const agents = await core.listNamespacedPod({
+    namespace: defaultOperatorNamespace,
+    labelSelector: "app.kubernetes.io/name=mlmodel-node-cache",
+    fieldSelector: `spec.nodeName=${node}`,
+  });
+  const uid = agents.items.find((p) => !p.metadata?.deletionTimestamp)?.metadata?.uid;
+  assert.ok(uid, `a node cache agent on ${node}`);
+  const member = (await readFleetJournal(clusterDir))!.members.find((m) => m.name === node)!;
+  return join(
+    memberPathsAt(member.root).kubeletRoot,
+    "pods",
+    uid,
+    "volumes",
+    "kubernetes.io~empty-dir",
+    "cache",
+    "entries",
+    key,
+    "files",
+  );
+}
