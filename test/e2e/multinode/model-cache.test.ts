@@ -46,7 +46,7 @@ import {
 import { install } from "../../../src/install/install.ts";
 import { defaultOperatorNamespace } from "../../../src/install/manifests.ts";
 import { installNodeCache } from "../../../src/install/node-cache.ts";
-import { cacheKeyLabel } from "../../../src/nodecache/contract.ts";
+import { cacheKey, cacheKeyLabel } from "../../../src/nodecache/contract.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import { kubeConfig, waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
@@ -173,11 +173,9 @@ describe("models across nodes: the node cache on three real nodes", {
     );
   }
 
-  // The pod template's init container copies this version: its args name the cache key, which
-  // the model's status gives for the version being served.
-  const keyOf = new Map<Published, string>();
+  // Serving pods carry their version's cache key: the hash of its exact URI and sha256.
   const answersAs = (pod: V1Pod, model: Published) =>
-    pod.metadata?.labels?.[cacheKeyLabel] === keyOf.get(model);
+    pod.metadata?.labels?.[cacheKeyLabel] === cacheKey(model.uri, model.sha256);
 
   /** Waits until `replicas` pods of `model`'s version are Ready and the model says Ready; returns the pods. */
   async function readyOn(model: Published, replicas: number, what: string): Promise<V1Pod[]> {
@@ -185,9 +183,8 @@ describe("models across nodes: the node cache on three real nodes", {
       what,
       async () => {
         const mlm = await bed.admin.get<MLModel>(mlModelKind, { namespace: bed.ns.name, name: modelName });
-        const key = mlm?.status?.cache?.key;
-        if (key) keyOf.set(model, key);
-        if (mlm?.status?.phase !== "Ready" || !key) return undefined;
+        if (mlm?.status?.phase !== "Ready" || mlm.status.cache?.key !== cacheKey(model.uri, model.sha256))
+          return undefined;
         const pods = await servingPods(model);
         return pods.length === replicas ? pods : undefined;
       },
@@ -334,7 +331,7 @@ describe("models across nodes: the node cache on three real nodes", {
   it("detects a corrupted cached file, drops it and copies it again from a peer", async () => {
     const pods = await readyOn(v1, 3, "3 replicas of v1 Ready");
     const victim = pods.find((p) => p.spec!.nodeName === nodeNames[0])!;
-    const corrupted = await corruptCachedFile(core, dir, nodeNames[0]!, keyOf.get(v1)!);
+    const corrupted = await corruptCachedFile(core, dir, nodeNames[0]!, cacheKey(v1.uri, v1.sha256));
     const originBefore = originBytes(v1);
     await core.deleteNamespacedPod({ name: victim.metadata!.name!, namespace: bed.ns.name });
     const again = await readyOn(v1, 3, "3 replicas of v1 Ready after the corruption");
