@@ -4,16 +4,19 @@
  * release that watches only the test's namespaces, and a copy of the chart as the next version.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { V1Pod } from "@kubernetes/client-node";
 import { parseAllDocuments, parseDocument } from "yaml";
 import { clusterServingRuntimeKind } from "../../../src/api/kinds.ts";
+import { ensureBinaries } from "../../../src/cluster/index.ts";
 import { leaseName } from "../../../src/operator/run.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
-import { repoRoot } from "./support.ts";
+import { ensureHelm } from "./helm.ts";
+import { type CommandResult, repoRoot } from "./support.ts";
 
 export const chartDir = join(repoRoot, "deploy/helm/mlmodel-operator");
 export const managerPods = "app.kubernetes.io/name=mlmodel-operator,app.kubernetes.io/component=manager";
@@ -154,4 +157,31 @@ export function nextChartVersion(options: { version: string; appVersion: string;
   }
   writeFileSync(crdFile, crd.toString());
   return dir;
+}
+
+/**
+ * Runs a command without blocking this process: a test that sends live traffic from this
+ * process must keep its event loop free (spawnSync would stop the traffic while helm waits).
+ */
+export function runCommand(bin: string, args: string[]): Promise<CommandResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(bin, args, { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+    });
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+export const helmAsync = (args: string[]) => runCommand(ensureHelm(), args);
+
+/** The cached kubectl, without blocking (see runCommand). */
+export async function kubectlAsync(kubeconfig: string, args: string[]): Promise<CommandResult> {
+  return runCommand((await ensureBinaries()).kubectl, ["--kubeconfig", kubeconfig, ...args]);
 }

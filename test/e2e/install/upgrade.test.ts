@@ -62,6 +62,8 @@ import {
   at,
   auditEvents,
   chartDir,
+  helmAsync,
+  kubectlAsync,
   nextChartVersion,
   podOfIdentity,
   readLease,
@@ -69,7 +71,6 @@ import {
   releaseValues,
   succeeded,
 } from "./operator-pods.ts";
-import { kubectl } from "./support.ts";
 
 const ratePerSecond = 25;
 const maxDurationMs = 20 * 60_000;
@@ -99,8 +100,8 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
   const figures: string[] = [];
 
   const user = () => `system:serviceaccount:${operatorNs.name}:${fullname}`;
-  const upgrade = (chart: string, image: string, extra: string[] = []) => {
-    const r = helm([
+  const upgrade = async (chart: string, image: string, extra: string[] = []) => {
+    const r = await helmAsync([
       "upgrade",
       release,
       chart,
@@ -262,7 +263,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     };
     const file = join(scratch, `${name}.yaml`);
     writeFileSync(file, stringify(obj));
-    return kubectl(cluster.kubeconfig, [
+    return kubectlAsync(cluster.kubeconfig, [
       "apply",
       "--server-side",
       "--field-manager=e2e",
@@ -290,7 +291,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     const model = (await admin.get<MLModel>(mlModelKind, { namespace: modelsNs.name, name: "iris" }))!;
     traffic.mark(`${what} started`);
     const startedAt = Date.now();
-    upgrade(chart, image, extra);
+    await upgrade(chart, image, extra);
     const upgradedIn = Date.now() - startedAt;
     const pods = await readyManagers(
       admin,
@@ -309,6 +310,16 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     traffic.mark(`${what} served`);
     const report = traffic.report(`${what} started`, `${what} served`);
     assertNoFailures(report, what);
+    // The traffic really ran at its rate all along: no tick dropped since the start, and no gap
+    // between two requests sent in the window longer than a few dozen intervals.
+    assert.equal(traffic.report().dropped, 0, "ticks dropped since the traffic started");
+    const sends = traffic.samples
+      .map((s) => s.at)
+      .filter((t) => t >= traffic.markAt(`${what} started`) && t < traffic.markAt(`${what} served`))
+      .sort((a, b) => a - b);
+    const widestGap = Math.max(...sends.slice(1).map((t, i) => t - sends[i]!));
+    const interval = 1000 / ratePerSecond;
+    assert.ok(widestGap / interval <= 50, `${widestGap.toFixed(0)} ms without a request sent`);
     assert.deepEqual(await workload(), before, `${what} restarted or rolled the model's pods`);
     const now = (await admin.get<MLModel>(mlModelKind, { namespace: modelsNs.name, name: "iris" }))!;
     assert.equal(now.metadata.generation, model.metadata.generation);
@@ -339,7 +350,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
       }, {}),
     );
     figures.push(
-      `${what}: helm upgrade --wait took ${(upgradedIn / 1000).toFixed(1)} s; requests sent ${report.sent}, served ${report.served}, failed ${report.failed}, dropped ${report.dropped}, p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms; model pods ${before.pods.length} kept (restarts ${before.pods.flatMap((p) => p.restarts).join(",")}); leader ${leader}; operator writes in the models namespace: ${JSON.stringify(byResource)}`,
+      `${what}: helm upgrade --wait took ${(upgradedIn / 1000).toFixed(1)} s; requests sent ${report.sent}, served ${report.served}, failed ${report.failed}, dropped ${report.dropped}, p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms, widest gap between sends ${widestGap.toFixed(0)} ms; model pods ${before.pods.length} kept (restarts ${before.pods.flatMap((p) => p.restarts).join(",")}); leader ${leader}; operator writes in the models namespace: ${JSON.stringify(byResource)}`,
     );
     console.log(`# ${figures.at(-1)}`);
     return pods;
@@ -400,7 +411,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     assert.equal(read.spec.model.uri, sample.uri);
     const again = await applyStrict("written-by-b", {}, { "checked-under": "a" });
     assert.equal(again.status, 0, `the object B wrote, updated under A: ${again.stderr}`);
-    const history = helm([
+    const history = await helmAsync([
       "history",
       release,
       "--kubeconfig",
