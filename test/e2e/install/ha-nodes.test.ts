@@ -48,10 +48,11 @@ import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../
 import { scratchDir } from "../../harness/scratch.ts";
 import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";
 import { adminClient, podsOf, waitForPhase } from "../operator/helpers.ts";
-import { caSecretName, sklearnModel } from "../realnode/fixture.ts";
+import { sklearnModel } from "../realnode/fixture.ts";
 import { helm } from "./helm.ts";
 import {
   applyBuiltinRuntimes,
+  applyFilesCa,
   at,
   auditEvents,
   chartDir,
@@ -144,16 +145,7 @@ describe("the operator's leader on a node that stops or is partitioned", {
       ]);
       assert.equal(installed.status, 0, installed.stderr);
       await applyBuiltinRuntimes(admin);
-      await admin.apply(
-        builtinKinds.Secret,
-        {
-          apiVersion: "v1",
-          kind: "Secret",
-          metadata: { name: caSecretName, namespace: modelsNs.name },
-          stringData: { "ca.crt": files.ca },
-        },
-        { fieldManager: "e2e", force: true },
-      );
+      await applyFilesCa(admin, modelsNs.name, files.ca);
       generation = await applyModel(versions[0]!);
       await servedEdit(versions[0]!, generation);
     },
@@ -242,10 +234,14 @@ describe("the operator's leader on a node that stops or is partitioned", {
       generation = await applyModel(version);
 
       let lastRenew = Date.parse(before.spec.renewTime);
+      // The slowest Lease read of this process meanwhile: about what the standby's take.
+      let slowestRead = 0;
       const after = await waitFor(
         `a new leader after ${oldIdentity}`,
         async () => {
+          const started = Date.now();
           const lease = await readLease(admin, operatorNs.name, false);
+          slowestRead = Math.max(slowestRead, Date.now() - started);
           const holder = lease.spec.holderIdentity;
           if (holder === oldIdentity) lastRenew = Date.parse(lease.spec.renewTime);
           return holder && holder !== oldIdentity ? lease : undefined;
@@ -298,15 +294,20 @@ describe("the operator's leader on a node that stops or is partitioned", {
         [],
         `writes from ${oldLeader} after its renew deadline`,
       );
-      const bound = timings.leaseDurationMs + 2 * timings.retryPeriodMs;
+      // The standby stamps acquireTime as its attempt starts. Its first attempt that sees the last
+      // renewal starts at most one period after that renewal reached the API server (a period: a
+      // retry period plus the attempt's read), it takes the Lease on the first attempt a lease
+      // duration after that one, so at most one more period later: a lease duration, two retry
+      // periods and three Lease requests after the renewal was stamped.
+      const bound = timings.leaseDurationMs + 2 * timings.retryPeriodMs + 3 * slowestRead;
+      figures.push(
+        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms, slowest Lease read ${slowestRead} ms: bound ${bound} ms); the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
+      );
+      console.log(`# ${figures.at(-1)}`);
       assert.ok(
         (acquiredAt - lastRenew) / bound <= 1,
         `${acquiredAt - lastRenew} ms after the last renewal (bound ${bound} ms)`,
       );
-      figures.push(
-        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms); the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
-      );
-      console.log(`# ${figures.at(-1)}`);
     });
   }
 });

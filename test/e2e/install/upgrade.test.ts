@@ -48,7 +48,7 @@ import { type RealNodeCluster, useRealNodeCluster } from "../../harness/realnode
 import { scratchDir } from "../../harness/scratch.ts";
 import { Traffic, versionClassifier } from "../../harness/traffic.ts";
 import { adminClient, podsOf, waitForPhase } from "../operator/helpers.ts";
-import { caSecretName, firstAnswer, sklearnModel } from "../realnode/fixture.ts";
+import { firstAnswer, sklearnModel } from "../realnode/fixture.ts";
 import {
   assertNoFailures,
   holdNodeForTraffic,
@@ -59,6 +59,7 @@ import {
 import { helm } from "./helm.ts";
 import {
   applyBuiltinRuntimes,
+  applyFilesCa,
   at,
   auditEvents,
   chartDir,
@@ -157,16 +158,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     await applyBuiltinRuntimes(admin);
     await readyManagers(admin, operatorNs.name, 2);
 
-    await admin.apply(
-      builtinKinds.Secret,
-      {
-        apiVersion: "v1",
-        kind: "Secret",
-        metadata: { name: caSecretName, namespace: modelsNs.name },
-        stringData: { "ca.crt": files.ca },
-      },
-      { fieldManager: "e2e", force: true },
-    );
+    await applyFilesCa(admin, modelsNs.name, files.ca);
     const model = sklearnModel("iris", sample);
     await admin.apply(
       mlModelKind,
@@ -301,6 +293,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     );
     const lease = await readLease(admin, operatorNs.name);
     const leader = podOfIdentity(lease.spec.holderIdentity);
+    const leadingIn = Date.now() - startedAt;
     assert.ok(
       pods.some((p) => p.metadata?.name === leader),
       `the Lease is held by a pod of ${image} (${leader})`,
@@ -350,7 +343,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
       }, {}),
     );
     figures.push(
-      `${what}: helm upgrade --wait took ${(upgradedIn / 1000).toFixed(1)} s; requests sent ${report.sent}, served ${report.served}, failed ${report.failed}, dropped ${report.dropped}, p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms, widest gap between sends ${widestGap.toFixed(0)} ms; model pods ${before.pods.length} kept (restarts ${before.pods.flatMap((p) => p.restarts).join(",")}); leader ${leader}; operator writes in the models namespace: ${JSON.stringify(byResource)}`,
+      `${what}: helm upgrade --wait took ${(upgradedIn / 1000).toFixed(1)} s, both pods of the new version Ready and one leading after ${(leadingIn / 1000).toFixed(1)} s; requests sent ${report.sent}, served ${report.served}, failed ${report.failed}, dropped ${report.dropped}, p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms, widest gap between sends ${widestGap.toFixed(0)} ms; model pods ${before.pods.length} kept (restarts ${before.pods.flatMap((p) => p.restarts).join(",")}); leader ${leader}; operator writes in the models namespace: ${JSON.stringify(byResource)}`,
     );
     console.log(`# ${figures.at(-1)}`);
     return pods;
