@@ -43,7 +43,7 @@ import {
   trainSampleModel,
 } from "../../../src/images/sample-model.ts";
 import { leaseName } from "../../../src/operator/run.ts";
-import { builtinKinds, type KubeClient, kubeLeaseClient, LeaderElector } from "../../../src/runtime/index.ts";
+import { type KubeClient, kubeLeaseClient, LeaderElector } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";

@@ -15,6 +15,7 @@ import { leaseName } from "../../../src/operator/run.ts";
 import { builtinKinds, type KubeClient, type KubeObject } from "../../../src/runtime/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { scratchDir } from "../../harness/scratch.ts";
+import { caSecretName } from "../realnode/fixture.ts";
 import { ensureHelm } from "./helm.ts";
 import { type CommandResult, repoRoot } from "./support.ts";
 
@@ -120,6 +121,20 @@ export async function applyBuiltinRuntimes(admin: KubeClient): Promise<void> {
   for (const runtime of runtimes) {
     await admin.apply(clusterServingRuntimeKind, runtime, { fieldManager: "mlmodel-install", force: true });
   }
+}
+
+/** The model file server's CA as the Secret sklearnModel's credentialsSecretRef names. */
+export async function applyFilesCa(admin: KubeClient, namespace: string, ca: string): Promise<void> {
+  await admin.apply(
+    builtinKinds.Secret,
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: caSecretName, namespace },
+      stringData: { "ca.crt": ca },
+    },
+    { fieldManager: "e2e", force: true },
+  );
 }
 
 /**
