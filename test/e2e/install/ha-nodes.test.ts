@@ -234,7 +234,7 @@ describe("the operator's leader on a node that stops or is partitioned", {
       generation = await applyModel(version);
 
       let lastRenew = Date.parse(before.spec.renewTime);
-      // The slowest Lease read of this process meanwhile: about what the standby's take.
+      // The slowest Lease read of this process meanwhile: how loaded the API server was (a figure).
       let slowestRead = 0;
       const after = await waitFor(
         `a new leader after ${oldIdentity}`,
@@ -297,27 +297,27 @@ describe("the operator's leader on a node that stops or is partitioned", {
       // The elector's loop: an attempt (a Lease read, and a write when it renews or takes the
       // Lease), then a retry period's wait. Its period is a retry period plus the attempt's time
       // plus the timer's lateness on this loaded machine, measured as the widest gap between the
-      // new leader's renewals in the lease duration after it took over (the same process, the
-      // same loop). The standby stamps acquireTime as its attempt starts: its first attempt that
-      // sees the last renewal starts within one period of that renewal reaching the API server
-      // (a Lease request after its stamp), and it takes the Lease on the first attempt a lease
-      // duration later, within one more period.
+      // new leader's renewals since it took over (the same process, the same loop). The old
+      // leader's last renewal, stamped at lastRenew, reached the API server `landed` later (the
+      // audit log). The standby stamps acquireTime as its attempt starts: its first attempt that
+      // sees that renewal starts within one period of its landing, and it takes the Lease on the
+      // first attempt a lease duration later, within one more period.
       const renewals = mine
         .filter(
           (e) =>
             podOf(e) === newLeader &&
             e.objectRef?.resource === "leases" &&
             succeeded(e) &&
-            at(e) >= acquiredAt &&
-            at(e) <= acquiredAt + timings.leaseDurationMs,
+            at(e) >= acquiredAt,
         )
         .map(at)
         .sort((a, b) => a - b);
-      assert.ok(renewals.length >= 3, `the new leader renewed ${renewals.length} times in a lease duration`);
+      assert.ok(renewals.length >= 3, `the new leader renewed ${renewals.length} times`);
       const period = Math.max(...renewals.slice(1).map((t, i) => t - renewals[i]!));
-      const bound = timings.leaseDurationMs + 2 * period + slowestRead;
+      const landed = Math.max(0, lastOldRenewal - lastRenew);
+      const bound = timings.leaseDurationMs + 2 * period + landed;
       figures.push(
-        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms; the new leader's widest renewal period ${period} ms, slowest Lease read ${slowestRead} ms: bound ${bound} ms); the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
+        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms; the elector's widest period ${period} ms, the last renewal landed ${landed} ms after its stamp: bound ${bound} ms; this process's slowest Lease read ${slowestRead} ms); the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
       );
       console.log(`# ${figures.at(-1)}`);
       assert.ok(
