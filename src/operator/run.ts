@@ -5,6 +5,7 @@ import { mlModelKind } from "../api/kinds.ts";
 import type { MLModel } from "../api/mlmodel.ts";
 import { nodeCacheServiceName } from "../nodecache/contract.ts";
 import { KubeClient, kubeConnection, loadKubeConfig, Manager } from "../runtime/index.ts";
+import { registerBuildInfo } from "./build-info.ts";
 import { registerModelMetrics } from "./metrics.ts";
 import { addMLModelController } from "./mlmodel/controller.ts";
 import { operatorName } from "./names.ts";
@@ -109,5 +110,6 @@ export async function createOperator(options: OperatorOptions): Promise<Manager>
   });
   // Per-model metrics, read from the controller's MLModel cache at each scrape.
   registerModelMetrics(mgr.metrics.registry, mgr.cache<MLModel>(mlModelKind));
+  registerBuildInfo(mgr.metrics.registry);
   return mgr;
 }

@@ -132,7 +132,7 @@ describe("the bundled CLI", () => {
 
   it("runs the operator as the sources do: the same metric families, probes and exec plugin", async () => {
     const [bundled, unbundled] = [await run(entry, "json"), await run(source, "json")];
-    assert.equal(bundled.families.length, 60, bundled.families.join("\n"));
+    assert.equal(bundled.families.length, 61, bundled.families.join("\n"));
     assert.deepEqual(bundled.families, unbundled.families);
     assert.match(bundled.readyz, /caches not synced/);
     assert.equal(bundled.readyz, unbundled.readyz);
