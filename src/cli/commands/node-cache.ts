@@ -16,8 +16,9 @@ const help = `Usage: mlmodel node-cache --dir DIR --budget SIZE [--node NAME] [-
 
 Flags:
   --dir DIR          the cache's directory (an emptyDir whose sizeLimit is the budget)
-  --budget SIZE      bytes the entries may take, e.g. 200Gi; least recently used entries no pod
-                     serves are evicted to stay under it
+  --budget SIZE      the cache directory's size (its emptyDir's sizeLimit), e.g. 200Gi: entries
+                     may take it less 1% (at least 16Mi) kept for the cache's own files; least
+                     recently used entries no pod serves are evicted to stay under it
   --node NAME        this node's name (default: env NODE_NAME, from the downward API)
   --namespace NS     the agent's namespace (default: env POD_NAMESPACE, from the downward API)
   --port N           HTTP port (default ${nodeCachePort})
@@ -87,6 +88,16 @@ async function fitBudget(
   }
 }
 
+/**
+ * The bytes entries may take of a cache whose emptyDir is `sizeLimit` bytes: the kubelet evicts
+ * the agent when the directory's blocks pass its sizeLimit, and the entries' manifests, the
+ * directories and the last block of each file take room the entries' sizes do not count. 1% is
+ * kept for them, and at least 16 MiB.
+ */
+export function entriesBudget(sizeLimit: number): number {
+  return Math.floor(sizeLimit - Math.max(sizeLimit / 100, 16 * 1024 * 1024));
+}
+
 export async function run(argv: string[]): Promise<number> {
   const f = flags(argv);
   if (f.help) {
@@ -94,8 +105,13 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const dir = required("--dir", f.dir);
-  const budget = parseSize("--budget", required("--budget", f.budget));
-  if (budget <= 0) throw new CliError(`--budget "${f.budget}" must be above 0`, 2);
+  const sizeLimit = parseSize("--budget", required("--budget", f.budget));
+  const budget = entriesBudget(sizeLimit);
+  if (budget <= 0)
+    throw new CliError(
+      `--budget "${f.budget}" leaves no room for entries once ${sizeLimit - budget} bytes are kept for the cache's own files: give at least 64Mi`,
+      2,
+    );
   const node = required("--node", f.node, "NODE_NAME");
   const namespace = required("--namespace", f.namespace, "POD_NAMESPACE");
   const port = positiveNumber("--port", f.port, nodeCachePort, 65535);

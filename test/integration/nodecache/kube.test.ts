@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { mlModelCrd } from "../../../src/api/crds.ts";
+import { entriesBudget } from "../../../src/cli/commands/node-cache.ts";
 import { mlmodelResource } from "../../../src/downloader/contract.ts";
 import { shortBytes } from "../../../src/downloader/progress.ts";
 import { NodeCacheAgent } from "../../../src/nodecache/agent.ts";
@@ -197,7 +198,7 @@ describe("node cache agent on the control plane", () => {
   it("runs as `mlmodel node-cache`: copies from its peer, writes its state ConfigMap, stops on SIGTERM", async () => {
     const port = await freePort();
     agentUrl = `http://127.0.0.1:${port}`;
-    const args = ["node-cache", "--dir", join(root, "agent"), "--budget", "1Mi", "--port", String(port)];
+    const args = ["node-cache", "--dir", join(root, "agent"), "--budget", "100Mi", "--port", String(port)];
     child = spawn(process.execPath, [mainTs, ...args, "--state-interval", "1", "--in-use-interval", "1"], {
       env: { ...process.env, NODE_NAME: node, POD_NAMESPACE: ns.name },
       stdio: ["ignore", "ignore", "pipe"],
@@ -236,7 +237,11 @@ describe("node cache agent on the control plane", () => {
       { describe: async () => stderr },
     );
     assert.equal(state.s.node, node);
-    assert.equal(state.s.budgetBytes, 1 << 20);
+    assert.equal(
+      state.s.budgetBytes,
+      entriesBudget(100 << 20),
+      "the budget less what the cache's own files keep",
+    );
     assert.equal(state.s.usedBytes, 50_000);
     assert.equal(state.s.bytesFromPeers, 50_000);
     assert.deepEqual(
