@@ -177,15 +177,19 @@ describe("models across nodes: the node cache on three real nodes", {
   const answersAs = (pod: V1Pod, model: Published) =>
     pod.metadata?.labels?.[cacheKeyLabel] === cacheKey(model.uri, model.sha256);
 
-  /** Waits until `replicas` pods of `model`'s version are Ready and the model says Ready; returns the pods. */
-  async function readyOn(model: Published, replicas: number, what: string): Promise<V1Pod[]> {
+  /**
+   * Waits until `replicas` pods of `model`'s version are Ready, none on `avoid`, and the model
+   * says Ready; returns the pods. (A pod on a node that stops stays Ready until the node
+   * controller notices: `avoid` names the node that must have lost them.)
+   */
+  async function readyOn(model: Published, replicas: number, what: string, avoid?: string): Promise<V1Pod[]> {
     return waitFor(
       what,
       async () => {
         const mlm = await bed.admin.get<MLModel>(mlModelKind, { namespace: bed.ns.name, name: modelName });
         if (mlm?.status?.phase !== "Ready" || mlm.status.cache?.key !== cacheKey(model.uri, model.sha256))
           return undefined;
-        const pods = await servingPods(model);
+        const pods = (await servingPods(model)).filter((p) => p.spec?.nodeName !== avoid);
         return pods.length === replicas ? pods : undefined;
       },
       { timeoutMs: 600_000, intervalMs: 250 },
@@ -298,26 +302,42 @@ describe("models across nodes: the node cache on three real nodes", {
       const drained = nodeNames[1]!;
       const drainFrom = traffic.now();
       await nodeFault(dir, "drain", drained, { progress: log });
-      await readyOn(v1, 3, `3 replicas Ready after draining ${drained}`);
+      const afterDrain = await readyOn(v1, 3, `3 replicas Ready after draining ${drained}`, drained);
       const drainReport = summarize(traffic.samples.filter((s) => s.at >= drainFrom));
       figure(`drain of ${drained}: ${drainReport.sent} requests, ${drainReport.failed} failed`);
       assertNoFailures(drainReport, `draining ${drained}`);
       await nodeFault(dir, "uncordon", drained, { progress: log });
 
-      const stopped = nodeNames[2]!;
+      // A node that serves the model, other than the one the traffic enters by.
+      const stopped = afterDrain.map((p) => p.spec!.nodeName!).find((n) => n !== nodeNames[0]);
+      assert.ok(stopped, `a replica off ${nodeNames[0]}: ${nodesOf(afterDrain)}`);
       const stopFrom = traffic.now();
       await nodeFault(dir, "stop", stopped, { progress: log });
-      const back = await readyOn(v1, 3, `3 replicas Ready on the nodes left after stopping ${stopped}`);
-      assert.ok(!nodesOf(back).includes(stopped), `the replicas left ${stopped}: ${nodesOf(back)}`);
-      const stopSamples = traffic.samples.filter((s) => s.at >= stopFrom);
-      const stopReport = summarize(stopSamples);
-      const failedAt = stopSamples.filter((s) => !s.judgement.ok).map((s) => s.at);
-      const window = failedAt.length ? (Math.max(...failedAt) - Math.min(...failedAt)) / 1000 : 0;
-      figure(
-        `stop of ${stopped}: ${stopReport.sent} requests, ${stopReport.failed} failed, within ${window.toFixed(1)} s`,
-      );
-      await assertPredictions(back, v1);
-      await nodeFault(dir, "start", stopped, { progress: log });
+      try {
+        const back = await readyOn(
+          v1,
+          3,
+          `3 replicas Ready on the nodes left after stopping ${stopped}`,
+          stopped,
+        );
+        const stopSamples = traffic.samples.filter((s) => s.at >= stopFrom);
+        const stopReport = summarize(stopSamples);
+        const failedAt = stopSamples.filter((s) => !s.judgement.ok).map((s) => s.at);
+        const window = failedAt.length ? (Math.max(...failedAt) - Math.min(...failedAt)) / 1000 : 0;
+        figure(
+          `stop of ${stopped}: ${stopReport.sent} requests, ${stopReport.failed} failed, within ${window.toFixed(1)} s; replicas back in ${((traffic.now() - stopFrom) / 1000).toFixed(1)} s`,
+        );
+        await assertPredictions(back, v1);
+        // The answers after the lost pods left the endpoints: every one served.
+        await moreAnswers(traffic, 100, "traffic after the replicas came back");
+        const lastFailure = Math.max(stopFrom, ...failedAt);
+        assertNoFailures(
+          summarize(traffic.samples.filter((s) => s.at > lastFailure + 1000)),
+          `after the endpoints dropped ${stopped}'s pods`,
+        );
+      } finally {
+        await nodeFault(dir, "start", stopped, { progress: log });
+      }
     } finally {
       await traffic.stop();
     }
@@ -330,12 +350,24 @@ describe("models across nodes: the node cache on three real nodes", {
 
   it("detects a corrupted cached file, drops it and copies it again from a peer", async () => {
     const pods = await readyOn(v1, 3, "3 replicas of v1 Ready");
-    const victim = pods.find((p) => p.spec!.nodeName === nodeNames[0])!;
-    const corrupted = await corruptCachedFile(core, dir, nodeNames[0]!, cacheKey(v1.uri, v1.sha256));
+    const victim = pods[0]!;
+    const node = victim.spec!.nodeName!;
+    const corrupted = await corruptCachedFile(core, dir, node, cacheKey(v1.uri, v1.sha256));
     const originBefore = originBytes(v1);
-    await core.deleteNamespacedPod({ name: victim.metadata!.name!, namespace: bed.ns.name });
-    const again = await readyOn(v1, 3, "3 replicas of v1 Ready after the corruption");
-    await assertPredictions(again, v1);
+    // Its replacement must copy from this node's agent: the other nodes take no new pods meanwhile.
+    const others = nodeNames.filter((n) => n !== node);
+    for (const other of others) await nodeFault(dir, "cordon", other, { progress: log });
+    try {
+      await core.deleteNamespacedPod({ name: victim.metadata!.name!, namespace: bed.ns.name });
+      const again = await readyOn(v1, 3, "3 replicas of v1 Ready after the corruption");
+      assert.ok(
+        again.some((p) => p.spec!.nodeName === node && p.metadata!.uid !== victim.metadata!.uid),
+        `a new replica on ${node}`,
+      );
+      await assertPredictions(again, v1);
+    } finally {
+      for (const other of others) await nodeFault(dir, "uncordon", other, { progress: log });
+    }
     assert.notEqual(
       sha256(readFileSync(corrupted.path)),
       corrupted.badSha256,
