@@ -22,6 +22,7 @@ import type {
   V1SecurityContext,
   V1Service,
   V1ServiceAccount,
+  V1Toleration,
   V1Volume,
   V1VolumeMount,
   V2HorizontalPodAutoscaler,
@@ -399,6 +400,32 @@ export function cacheCopyContainer(plan: ServingPlan, cache: NodeCacheSource, de
   };
 }
 
+/** The taints a node gets when it stops answering: its pods are evicted once they stop tolerating them. */
+const nodeLossTaints = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] as const;
+
+/**
+ * The user's tolerations and, for a NodeCache model, a short tolerance of a lost node (taints
+ * the user tolerates themselves are left to them): its replicas are replaced on other nodes,
+ * whose agents hold the model or copy it from a peer, instead of after Kubernetes' 300 s.
+ */
+export function tolerationsOf(
+  user: readonly V1Toleration[],
+  nodeCache: boolean,
+): Pick<V1PodSpec, "tolerations"> {
+  const own = nodeCache
+    ? nodeLossTaints
+        .filter((key) => !user.some((t) => t.key === key || (t.key === undefined && t.operator === "Exists")))
+        .map((key) => ({
+          key,
+          operator: "Exists",
+          effect: "NoExecute",
+          tolerationSeconds: defaults.nodeLossTolerationSeconds,
+        }))
+    : [];
+  const all = [...user, ...own];
+  return all.length ? { tolerations: all } : {};
+}
+
 /**
  * Replicas of a NodeCache model spread over nodes and zones by default: the model is on every
  * node that serves it, so nothing ties them to one node, and a node's loss should take as few
@@ -558,7 +585,7 @@ export function servingPodTemplate(plan: ServingPlan): { revision: string; templ
     containers: [container],
     volumes: [...model.volumes, ...configVolumes, ...creds.volumes],
     ...(placement?.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
-    ...(placement?.tolerations?.length ? { tolerations: placement.tolerations } : {}),
+    ...tolerationsOf(placement?.tolerations ?? [], cache !== undefined),
     ...(placement?.affinity ? { affinity: placement.affinity as V1Affinity } : {}),
     ...(cache && !placement ? defaultSpread(plan) : {}),
   };

@@ -91,6 +91,12 @@ export const defaults = {
     /** The zone preference's weight beside the scheduler's other scores (1-100). */
     zoneWeight: 50,
   },
+  /**
+   * Seconds a NodeCache replica stays on a node that went NotReady or unreachable before the
+   * taint evicts it (the node's pods are then replaced elsewhere). Kubernetes' default, 300,
+   * suits pods whose data lives on that node; a NodeCache replica's model is on the other nodes.
+   */
+  nodeLossTolerationSeconds: 30,
   /** Where the download Job of a NodeCache model writes before it uploads to its node's agent. */
   scratchMountPath: "/scratch",
 } as const;

@@ -244,6 +244,19 @@ describe("models across nodes: the node cache on three real nodes", {
     await apply(v1, 6);
     const pods = await readyOn(v1, 6, "6 replicas of v1 Ready");
     figure(`scale 3 -> 6, all Ready: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    // Where the time went, per new pod (the kubelet's times, whole seconds): the copy from the
+    // node's agent, then the runtime's own model load until the pod was Ready.
+    for (const pod of pods.filter(
+      (p) => Date.parse(p.metadata!.creationTimestamp as unknown as string) >= started - 1000,
+    )) {
+      const copy = pod.status?.initContainerStatuses?.[0]?.state?.terminated;
+      const ready = pod.status?.conditions?.find((c) => c.type === "Ready")?.lastTransitionTime;
+      const at = (t: unknown) => Date.parse(String(t)) / 1000;
+      if (copy?.startedAt && copy.finishedAt && ready)
+        figure(
+          `${pod.metadata!.name} on ${pod.spec!.nodeName}: copy ${at(copy.finishedAt) - at(copy.startedAt)} s, then load to Ready ${at(ready) - at(copy.finishedAt)} s`,
+        );
+    }
     assert.equal(originBytes(v1), before, "no byte from the origin");
     assert.deepEqual([...new Set(nodesOf(pods))], nodeNames, "the new replicas spread over the nodes too");
     await assertPredictions(pods, v1);

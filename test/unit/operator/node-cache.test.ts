@@ -247,6 +247,35 @@ describe("NodeCache mode", () => {
     assert.equal(desiredDeployment(placed, owner).spec!.template.spec!.affinity, undefined);
   });
 
+  it("leaves a lost node after 30 s instead of Kubernetes' 300, unless the user tolerates that taint", () => {
+    const tolerations = (s: MLModelSpec) =>
+      desiredDeployment(nodeCachePlan(s), owner).spec!.template.spec!.tolerations?.map((t) => [
+        t.key,
+        t.effect,
+        t.tolerationSeconds,
+      ]);
+    assert.deepEqual(tolerations(spec), [
+      ["node.kubernetes.io/not-ready", "NoExecute", defaults.nodeLossTolerationSeconds],
+      ["node.kubernetes.io/unreachable", "NoExecute", defaults.nodeLossTolerationSeconds],
+    ]);
+    const own = {
+      key: "node.kubernetes.io/unreachable",
+      operator: "Exists" as const,
+      effect: "NoExecute" as const,
+      tolerationSeconds: 600,
+    };
+    assert.deepEqual(tolerations({ ...spec, placement: { tolerations: [own] } }), [
+      ["node.kubernetes.io/unreachable", "NoExecute", 600],
+      ["node.kubernetes.io/not-ready", "NoExecute", defaults.nodeLossTolerationSeconds],
+    ]);
+    const everything = { operator: "Exists" as const };
+    assert.deepEqual(tolerations({ ...spec, placement: { tolerations: [everything] } }), [
+      [undefined, undefined, undefined],
+    ]);
+    const claim = desiredDeployment(planModel(model(spec), tf), owner).spec!.template.spec!;
+    assert.equal(claim.tolerations, undefined, "a claim's replicas wait for their node");
+  });
+
   it("is a revision of its own: moving a model between modes rolls it once", () => {
     const claim = planModel(model(spec), tf);
     assert.notEqual(servingPodTemplate(nodeCachePlan()).revision, servingPodTemplate(claim).revision);
