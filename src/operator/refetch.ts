@@ -61,12 +61,20 @@ export function cacheHolders(input: CacheHoldersInput): CacheHolders {
       why: `the agent on ${silent.join(", ")} has not reported since the download Job completed`,
     };
   }
-  const gone = listing.filter((node) => !agentNodes.has(node)).sort();
+  const gone = listing.filter((node) => !agentNodes.has(node) && node !== jobNode).sort();
   const lost = gone.length > 0 ? `; it was on ${gone.join(", ")}, where no agent runs any more` : "";
   return {
     verdict: "Gone",
-    message: `no node holds cache entry ${key}: none of the ${agentNodes.size} running node cache agent(s) lists it since its download Job completed${lost}; downloading it again`,
+    message: `no node holds cache entry ${key}: none of the ${agentNodes.size} running node cache agent(s) lists it, ${since(jobNode, agentNodes)}${lost}; downloading it again`,
   };
+}
+
+/** What made the absence certain: the receiving agent's report, or every agent's. */
+function since(jobNode: string | undefined, agentNodes: ReadonlySet<string>): string {
+  if (!jobNode) return "each in a report written since its download Job completed";
+  if (agentNodes.has(jobNode))
+    return `and the agent on ${jobNode}, where its download Job ran, has reported without it since the Job completed`;
+  return `and ${jobNode}, where its download Job ran, runs no agent any more`;
 }
 
 /** When a Job completed (ISO), or undefined while it has not. */

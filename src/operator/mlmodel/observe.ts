@@ -1,8 +1,9 @@
 /**
  * Stage 1, observe: everything one reconcile reads, gathered once into plain data: from the
  * shared caches, and from the API server only the model's download pods, while one of its
- * download Jobs needs explaining (download-pods.ts), and its serving pods when it uses a
- * canary (serving-pods.ts): neither is cached. No stage after this one reads a cache, and
+ * download Jobs needs explaining (download-pods.ts) or a succeeded NodeCache download's key
+ * may be held by no node (with the node cache agents' pods then: observeAgents), and its
+ * serving pods when it uses a canary (serving-pods.ts): none is cached. No stage after this one reads a cache, and
  * only one reads the API server: a model's serving pods, after sync, while its Deployment
  * has not settled (serving-pods.ts, withServingPods). So what the reconcile decides is a
  * function of this snapshot.
@@ -174,8 +175,8 @@ const agentSelector = Object.entries(nodeCacheComponentLabels)
 /**
  * Whether a succeeded download's key may be held by no node: no agent lists it, or the model's
  * pods are yet to be made or some of its Deployments lacks available pods (which may be
- * waiting for it, while a state that lists it may be a gone node's). A model whose key is listed and whose pods all serve reads
- * nothing more.
+ * waiting for it, while a state that lists it may be a gone node's). A model whose key is
+ * listed and whose pods all serve reads nothing more.
  */
 export function mayBeGone(
   key: string,

@@ -91,7 +91,7 @@ describe("cacheHolders: whether some node still holds a succeeded download's ver
       "the only node that lists it runs no agent any more (gone), the Job's node among them",
       { states: [state("node-a", before, [key]), state("node-b", after)], agentNodes: new Set(["node-b"]) },
       "Gone",
-      /it was on node-a, where no agent runs any more/,
+      /and node-a, where its download Job ran, runs no agent any more/,
     ],
     [
       "the Job's node unknown (its pod is gone): every running agent has to have written since",
@@ -127,6 +127,27 @@ describe("cacheHolders: whether some node still holds a succeeded download's ver
       "Gone",
     ],
   ];
+  it("says in its message what made the absence certain", () => {
+    const ran = cacheHolders(input({ states: [state("node-a", after)] }));
+    assert.equal(
+      ran.verdict === "Gone" && ran.message,
+      `no node holds cache entry ${key}: none of the 2 running node cache agent(s) lists it, and the agent on node-a, where its download Job ran, has reported without it since the Job completed; downloading it again`,
+    );
+    const every = cacheHolders(
+      input({ jobNode: undefined, states: [state("node-a", after), state("node-b", after)] }),
+    );
+    assert.match(
+      every.verdict === "Gone" ? every.message : "",
+      /each in a report written since its download Job completed/,
+    );
+    const lost = cacheHolders(
+      input({ jobNode: "node-c", states: [state("node-c", before, [key]), state("node-d", before, [key])] }),
+    );
+    assert.match(
+      lost.verdict === "Gone" ? lost.message : "",
+      /and node-c, where its download Job ran, runs no agent any more; it was on node-d, where no agent runs any more/,
+    );
+  });
   for (const [situation, over, verdict, words] of rows) {
     it(`${situation}: ${verdict}`, () => {
       const got = cacheHolders(input(over));
@@ -320,7 +341,7 @@ describe("reconcile: a succeeded download whose version no node holds runs again
     );
     assert.match(
       w.events.find((e) => e.reason === "CacheEntryGone")?.message ?? "",
-      /it was on node-a, where no agent runs any more/,
+      /and node-a, where its download Job ran, runs no agent any more/,
     );
   });
 
