@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Deployment, V1Job } from "@kubernetes/client-node";
-import type { MLModelSpec } from "../../../src/api/mlmodel.ts";
+import { mlModelKind } from "../../../src/api/kinds.ts";
+import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
 import {
   cacheKey,
   type NodeCacheState,
@@ -360,5 +361,85 @@ describe("reconcile: a succeeded download whose version no node holds runs again
       .filter((l) => l.includes(nodeCacheComponentLabels["app.kubernetes.io/name"]));
     assert.deepEqual(agentLists, []);
     assert.equal(jobDeletes(w).length, 0);
+  });
+});
+
+describe("reconcile: a canary's version is decided by its own Job", () => {
+  const version = (n: string, sha: string): MLModelSpec => ({
+    model: { uri, format: "tensorflow", version: n, sha256: sha.repeat(64) },
+    replicas: 2,
+    rollout: { canary: { trafficPercent: 20 } },
+  });
+  const v1 = version("1", "a");
+  const v2 = version("2", "b");
+  const job1 = childNames.download("resnet", contentHash(v1));
+  const job2 = childNames.download("resnet", contentHash(v2));
+  const [key1, key2] = [cacheKey(uri, "a".repeat(64)), cacheKey(uri, "b".repeat(64))];
+
+  function succeeded(w: World, name: string, node: string): void {
+    w.update<KubeObject & V1Job>(builtinKinds.Job, name, (j) => {
+      j.status = {
+        succeeded: 1,
+        completionTime: completed as never,
+        conditions: [{ type: "Complete", status: "True", lastTransitionTime: completed as never }],
+      };
+    });
+    const uid = w.get<KubeObject & V1Job>(builtinKinds.Job, name)!.metadata.uid!;
+    w.put(builtinKinds.Pod, {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: {
+        name: `${name}-x`,
+        labels: { [labels.model]: "resnet", [labels.component]: "download" },
+        ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name, uid, controller: true }],
+      },
+      spec: { nodeName: node, containers: [] },
+      status: { phase: "Succeeded" },
+    } as KubeObject);
+  }
+
+  it("the canary's version gone and the stable's held: only the canary's Job runs again", async () => {
+    const w = modelWorld(v1);
+    Object.assign(w.config, { nodeCacheUrl: url, nodeCacheNamespace: system });
+    for (const node of ["node-a", "node-b"]) w.put(builtinKinds.Pod, agentPod(node));
+    w.put(builtinKinds.ConfigMap, stateConfigMap(state("node-a", after, [key1])));
+    w.put(builtinKinds.ConfigMap, stateConfigMap(state("node-b", after, [key1])));
+    await w.reconcile();
+    w.settle();
+    succeeded(w, job1, "node-a");
+    await w.reconcile();
+    w.settle();
+    w.update<KubeObject & V1Deployment>(builtinKinds.Deployment, "resnet", (d) => {
+      d.metadata.generation = 1;
+      d.status = {
+        observedGeneration: 1,
+        replicas: 2,
+        updatedReplicas: 2,
+        readyReplicas: 2,
+        availableReplicas: 2,
+      };
+    });
+    await w.reconcile();
+    w.settle();
+    w.update<MLModel>(mlModelKind, "resnet", (m) => {
+      m.spec = v2;
+      m.metadata.generation = 2;
+    });
+    await w.reconcile();
+    w.settle();
+    assert.ok(w.get(builtinKinds.Job, job2), "the canary's version downloads beside the stable one");
+    succeeded(w, job2, "node-b");
+    // node-b reported after its Job completed and lists only the stable's key.
+    await w.reconcile();
+    assert.deepEqual(
+      jobDeletes(w).map((x) => x.name),
+      [job2],
+    );
+    const told = w.events.filter((e) => e.reason === "CacheEntryGone").map((e) => e.message);
+    assert.equal(told.length, 1);
+    assert.match(
+      told[0]!,
+      new RegExp(`no node holds cache entry ${key2}: .*node-b, where its download Job ran`),
+    );
   });
 });
