@@ -252,33 +252,36 @@ function agentPod(node: string): KubeObject {
   } as KubeObject;
 }
 
-/** A NodeCache model whose download Job completed (at `completed`) on node-a, and agents running on `agents`. */
-async function downloadedOnNodeA(agents = ["node-a", "node-b"]): Promise<World> {
-  const w = modelWorld(spec);
-  Object.assign(w.config, { nodeCacheUrl: url, nodeCacheNamespace: system });
-  await w.reconcile();
-  w.settle();
-  w.update<KubeObject & V1Job>(builtinKinds.Job, jobName, (j) => {
+/** The Job `name` completed at `completed`, its pod having succeeded on `node`. */
+function succeeded(w: World, name: string, node: string): void {
+  w.update<KubeObject & V1Job>(builtinKinds.Job, name, (j) => {
     j.status = {
       succeeded: 1,
       completionTime: completed as never,
       conditions: [{ type: "Complete", status: "True", lastTransitionTime: completed as never }],
     };
   });
-  const job = w.get<KubeObject & V1Job>(builtinKinds.Job, jobName)!;
+  const uid = w.get<KubeObject & V1Job>(builtinKinds.Job, name)!.metadata.uid!;
   w.put(builtinKinds.Pod, {
     apiVersion: "v1",
     kind: "Pod",
     metadata: {
-      name: `${jobName}-x`,
+      name: `${name}-x`,
       labels: { [labels.model]: "resnet", [labels.component]: "download" },
-      ownerReferences: [
-        { apiVersion: "batch/v1", kind: "Job", name: jobName, uid: job.metadata.uid!, controller: true },
-      ],
+      ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name, uid, controller: true }],
     },
-    spec: { nodeName: "node-a", containers: [] },
+    spec: { nodeName: node, containers: [] },
     status: { phase: "Succeeded" },
   } as KubeObject);
+}
+
+/** A NodeCache model whose download Job completed (at `completed`) on node-a, and agents running on `agents`. */
+async function downloadedOnNodeA(agents = ["node-a", "node-b"]): Promise<World> {
+  const w = modelWorld(spec);
+  Object.assign(w.config, { nodeCacheUrl: url, nodeCacheNamespace: system });
+  await w.reconcile();
+  w.settle();
+  succeeded(w, jobName, "node-a");
   for (const node of agents) w.put(builtinKinds.Pod, agentPod(node));
   return w;
 }
@@ -375,28 +378,6 @@ describe("reconcile: a canary's version is decided by its own Job", () => {
   const job1 = childNames.download("resnet", contentHash(v1));
   const job2 = childNames.download("resnet", contentHash(v2));
   const [key1, key2] = [cacheKey(uri, "a".repeat(64)), cacheKey(uri, "b".repeat(64))];
-
-  function succeeded(w: World, name: string, node: string): void {
-    w.update<KubeObject & V1Job>(builtinKinds.Job, name, (j) => {
-      j.status = {
-        succeeded: 1,
-        completionTime: completed as never,
-        conditions: [{ type: "Complete", status: "True", lastTransitionTime: completed as never }],
-      };
-    });
-    const uid = w.get<KubeObject & V1Job>(builtinKinds.Job, name)!.metadata.uid!;
-    w.put(builtinKinds.Pod, {
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: {
-        name: `${name}-x`,
-        labels: { [labels.model]: "resnet", [labels.component]: "download" },
-        ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name, uid, controller: true }],
-      },
-      spec: { nodeName: node, containers: [] },
-      status: { phase: "Succeeded" },
-    } as KubeObject);
-  }
 
   it("the canary's version gone and the stable's held: only the canary's Job runs again", async () => {
     const w = modelWorld(v1);
