@@ -78,17 +78,21 @@ export class AgentClient {
   /**
    * Asks the agent to hold KEY (copying it from a peer if needed); undefined when no agent has
    * it, or, with `peerFailureIsAbsence`, when peers hold it but every copy failed (a download
-   * Job then fetches from the origin instead of waiting). Other transient failures (the agent
-   * not up yet, a busy agent) are retried until the deadline.
+   * Job then fetches from the origin instead of waiting). With `waitForEntry`, an entry no
+   * agent holds is asked for again every `waitForEntry.intervalMs` (its download may be storing
+   * it, or running again) and undefined comes only at the deadline. Other transient failures
+   * (the agent not up yet, a busy agent) are retried until the deadline.
    */
   async ensure(
     key: string,
     {
       verify = false,
       peerFailureIsAbsence = false,
-    }: { verify?: boolean; peerFailureIsAbsence?: boolean } = {},
+      waitForEntry,
+    }: { verify?: boolean; peerFailureIsAbsence?: boolean; waitForEntry?: { intervalMs: number } } = {},
   ): Promise<EntryManifest | undefined> {
     const url = `${this.url}${nodeCacheApi.ensure(key)}${verify ? "?verify=1" : ""}`;
+    let waitSaid = false;
     for (let attempt = 1; ; attempt++) {
       const left = this.#opts.deadline - Date.now();
       try {
@@ -98,7 +102,21 @@ export class AgentClient {
           ...(this.#opts.signal ? { signal: this.#opts.signal } : {}),
         });
       } catch (raw) {
-        if (raw instanceof HttpStatusError && raw.status === 404) return undefined;
+        if (raw instanceof HttpStatusError && raw.status === 404) {
+          const delay = waitForEntry
+            ? Math.min(waitForEntry.intervalMs, this.#opts.deadline - Date.now())
+            : 0;
+          if (delay <= 0) return undefined;
+          if (!waitSaid) {
+            this.#opts.log(
+              `waiting for cache entry ${key}: no node cache agent holds it yet (the model's download Job stores it); asking again every ${waitForEntry!.intervalMs} ms until the timeout`,
+            );
+            waitSaid = true;
+          }
+          attempt = 0;
+          await this.#sleep(delay);
+          continue;
+        }
         if (peerFailureIsAbsence && raw instanceof HttpStatusError && raw.status === 502) {
           this.#opts.log(raw.message);
           return undefined;
@@ -107,9 +125,13 @@ export class AgentClient {
         const delay = Math.min(5000, 250 * 2 ** Math.min(attempt, 5));
         if (!err.transient || Date.now() + delay >= this.#opts.deadline) throw err;
         this.#opts.log(`${err.message}; asking again in ${delay} ms`);
-        await sleep(delay, undefined, this.#opts.signal ? { signal: this.#opts.signal } : {});
+        await this.#sleep(delay);
       }
     }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return sleep(ms, undefined, this.#opts.signal ? { signal: this.#opts.signal } : {});
   }
 
   /**

@@ -1,9 +1,11 @@
-// `mlmodel cache-copy --cache URL --key KEY --dest DIR`: the serving pods' init container. Asks
-// its node's agent to hold KEY (a peer copy if needed), copies the entry into a partial
-// directory beside DEST checking every file's sha256, and publishes DEST by one rename with a
-// completion marker inside. A DEST already complete for KEY is kept (an init container restarted
-// with its emptyDir). A file that does not verify makes the agent re-verify its entry (dropping
-// and fetching it again when corrupt) and the copy is tried once more.
+// `mlmodel cache-copy --cache URL --key KEY --dest DIR`: the serving pods' init container. A
+// DEST already complete for KEY is kept without asking anything (an init container restarted
+// with its emptyDir). Else it asks its node's agent to hold KEY (a peer copy if needed),
+// waiting while no agent holds it (its download Job is storing it, or runs again), copies the
+// entry into a partial directory beside DEST checking every file's sha256, and publishes DEST
+// by one rename with a completion marker inside. A file that does not verify makes the agent
+// re-verify its entry (dropping and fetching it again when corrupt) and the copy is tried once
+// more.
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -31,7 +33,8 @@ Flags:
   --key KEY            the cache key of the model version
   --dest DIR           directory to publish into (its parent must be writable: the partial copy
                        goes beside it, so DEST appears whole or not at all)
-  --timeout S          seconds to wait for the agent in all, a peer copy included (default 3600)
+  --timeout S          seconds to wait for the agent in all, a peer copy and the wait for an
+                       entry no agent holds yet included (default 3600)
   --idle-timeout S     seconds the agent may keep silent inside a file (default 60)
   --parallel N         files copied at once (default 4)
   --quiet              no progress lines on stderr
@@ -103,14 +106,12 @@ export async function run(argv: string[]): Promise<number> {
   const log = (line: string) => {
     if (!opts.quiet) process.stderr.write(`${line}\n`);
   };
-  let shown = `cache entry ${opts.key}`;
   try {
-    const manifest = await cacheCopy({ ...opts, log });
-    shown = manifest.uri;
+    await cacheCopy({ ...opts, log });
     return exitCodes.ok;
   } catch (raw) {
     const err = raw instanceof DownloadError ? raw : toDownloadError(raw);
-    const line = failureLine(shown, err);
+    const line = failureLine(`cache entry ${opts.key}`, err);
     process.stderr.write(`${line}\n`);
     writeTerminationLog(line);
     return exitCodes.failed;
@@ -125,27 +126,34 @@ export interface CacheCopyOptions {
   idleTimeoutMs: number;
   parallel: number;
   log: (line: string) => void;
+  /** How often an entry no agent holds is asked for again (default 2 s). */
+  pollMs?: number;
 }
 
-/** The copy itself (what run() does after its flags): resolves with the entry's manifest. */
-export async function cacheCopy(opts: CacheCopyOptions): Promise<EntryManifest> {
+/** How often an entry no agent holds is asked for again: soon after its download stores it. */
+const defaultPollMs = 2000;
+
+/** The copy itself (what run() does after its flags): resolves with DEST's completion marker. */
+export async function cacheCopy(opts: CacheCopyOptions): Promise<CacheCopyMarker> {
+  // The marker is written inside the copy before DEST is published by one rename: a DEST
+  // whose marker names the key is whole, and needs nothing from the agent.
+  const existing = (await readMarker(opts.dest)) as CacheCopyMarker | undefined;
+  if (existing?.cacheKey === opts.key) {
+    opts.log(`already complete: ${opts.dest} (entry ${opts.key})`);
+    return existing;
+  }
   const client = new AgentClient(opts.cache, {
     deadline: Date.now() + opts.timeoutMs,
     idleTimeoutMs: opts.idleTimeoutMs,
     parallel: opts.parallel,
     log: opts.log,
   });
-  const existing = (await readMarker(opts.dest)) as CacheCopyMarker | undefined;
-  const ensured = await client.ensure(opts.key);
+  const waitForEntry = { intervalMs: opts.pollMs ?? defaultPollMs };
+  const ensured = await client.ensure(opts.key, { waitForEntry });
   if (!ensured) {
     throw new DownloadError("NotFound", `no node cache agent holds entry ${opts.key}`, {
-      hint: "the model's download Job has not stored it yet, or every node holding it is gone; check the MLModel's status",
+      hint: "the model's download Job has not stored it yet, or every node holding it is gone (the operator then runs the Job again); check the MLModel's status and Events",
     });
-  }
-  const digest = contentDigest(ensured.files);
-  if (existing?.cacheKey === opts.key && existing.sha256 === digest.sha256) {
-    opts.log(`already complete: ${opts.dest} (entry ${opts.key})`);
-    return ensured;
   }
   if (!existing) await refuseForeignDest(opts.dest);
   const partial = partialDirFor(opts.dest);
@@ -155,7 +163,7 @@ export async function cacheCopy(opts: CacheCopyOptions): Promise<EntryManifest> 
     opts.log(
       `${bad.length} file(s) did not verify: ${bad[0]}; asking the agent to re-verify entry ${opts.key}`,
     );
-    const again = await client.ensure(opts.key, { verify: true });
+    const again = await client.ensure(opts.key, { verify: true, waitForEntry });
     if (!again)
       throw new DownloadError("NotFound", `entry ${opts.key} was dropped as corrupt and no peer holds it`, {
         hint: "no node holds a verified copy any more: the model must be downloaded from its origin again",
@@ -189,7 +197,7 @@ export async function cacheCopy(opts: CacheCopyOptions): Promise<EntryManifest> 
   opts.log(
     `copied entry ${opts.key}: ${manifest.files.length} file(s), ${formatBytes(manifest.size)} into ${opts.dest}`,
   );
-  return manifest;
+  return marker;
 }
 
 /** One copy into PARTIAL/content (from scratch); returns the files that did not verify. */

@@ -20,7 +20,9 @@ import type {
  * downloader's fields), delete, and create for the one kind it may create but never change (a
  * URI Secret: RBAC grants no patch). No child's answer is parsed whole. And the reads that are
  * not a cache's: lists of pods (a download Job's when the Job needs explaining,
- * download-pods.ts; the serving pods of a rollout that has not settled, serving-pods.ts), and
+ * download-pods.ts; the serving pods of a rollout that has not settled, serving-pods.ts; the
+ * node cache agents' and the download pods while a succeeded download's key may be held by
+ * no node, observe.ts), and
  * the previous log of a crashed serving container, once per crash (crash-logs.ts).
  */
 export type ModelClient = Pick<

@@ -87,6 +87,22 @@ export interface NodeCacheObservation {
    * when the operator does not watch the agents' namespace (its --namespace leave it out).
    */
   states?: readonly NodeCacheState[];
+  /**
+   * Every agent's state, which agents run and where the model's succeeded download Jobs ran:
+   * what tells whether a version is still held by some node (refetch.ts). The agents' pods
+   * and the Jobs' pods are read only while a succeeded NodeCache Job's key may be gone
+   * (observe.ts, mayBeGone); else `agentNodes` and `jobNodes` are absent.
+   */
+  agents?: AgentsObservation;
+}
+
+/** What decides whether a version is still held (refetch.ts, cacheHolders). */
+export interface AgentsObservation {
+  states: readonly NodeCacheState[];
+  /** Nodes where an agent pod runs; absent when not read. */
+  agentNodes?: ReadonlySet<string>;
+  /** Download Job name -> the node its succeeded pod ran on; absent when not read. */
+  jobNodes?: ReadonlyMap<string, string>;
 }
 
 /** What only a canary needs of the cluster (canary.ts, observeCanary). */

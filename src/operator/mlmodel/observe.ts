@@ -1,16 +1,18 @@
 /**
  * Stage 1, observe: everything one reconcile reads, gathered once into plain data: from the
  * shared caches, and from the API server only the model's download pods, while one of its
- * download Jobs needs explaining (download-pods.ts), and its serving pods when it uses a
- * canary (serving-pods.ts): neither is cached. No stage after this one reads a cache, and
+ * download Jobs needs explaining (download-pods.ts) or a succeeded NodeCache download's key
+ * may be held by no node (with the node cache agents' pods then: observeAgents), and its
+ * serving pods when it uses a canary (serving-pods.ts): none is cached. No stage after this one reads a cache, and
  * only one reads the API server: a model's serving pods, after sync, while its Deployment
  * has not settled (serving-pods.ts, withServingPods). So what the reconcile decides is a
  * function of this snapshot.
  */
-import type { V1ControllerRevision } from "@kubernetes/client-node";
+import type { V1ControllerRevision, V1Deployment, V1Pod } from "@kubernetes/client-node";
 import { clusterServingRuntimeKind, mlModelKind, servingRuntimeKind } from "../../api/kinds.ts";
 import type { MLModel } from "../../api/mlmodel.ts";
 import type { AnyServingRuntime } from "../../api/servingruntime.ts";
+import { type NodeCacheState, nodeCacheComponentLabels } from "../../nodecache/contract.ts";
 import {
   builtinKinds,
   CONTROLLER_OWNER_INDEX,
@@ -19,15 +21,24 @@ import {
   type ResourceKind,
 } from "../../runtime/index.ts";
 import { httpRouteKind } from "../canary/desired.ts";
+import { labels } from "../names.ts";
 import { modelCacheKeys, nodeCacheKeysIndex, nodeCacheStateOf } from "../node-cache.ts";
 import { defaultOperatorConfig, type OperatorConfig } from "../plan.ts";
+import { agentRuns, jobCacheKey, jobNodeOf } from "../refetch.ts";
 import { revisionHash, revisionSpec } from "../revisions.ts";
+import { jobState } from "../status.ts";
 import { referenceKey, specReferences, uriSecretsByModelIndex } from "./caches.ts";
 import { observeCanary, usesCanary } from "./canary.ts";
 import type { ReadContext } from "./context.ts";
 import { readDownloadPods } from "./download-pods.ts";
 import type { ModelMemory } from "./memory.ts";
-import type { Children, NodeCacheObservation, Observation, Reference } from "./observation.ts";
+import type {
+  AgentsObservation,
+  Children,
+  NodeCacheObservation,
+  Observation,
+  Reference,
+} from "./observation.ts";
 import { listServingPods } from "./serving-pods.ts";
 
 /** The model of the request and what it depends on, or undefined when the model is gone. */
@@ -80,19 +91,21 @@ export async function observe(
       ctx.signal,
     ),
     canary: observeCanary(ctx, model),
-    ...(config.nodeCacheUrl ? { nodeCache: observeNodeCache(ctx, model, config) } : {}),
+    ...(config.nodeCacheUrl ? { nodeCache: await observeNodeCache(ctx, model, config, children) } : {}),
   };
 }
 
 /**
  * The agents' states that list one of the model's cache keys, from the ConfigMap cache's index
- * (caches.ts); only those in the node cache's namespace, where only the agents may write.
+ * (caches.ts); only those in the node cache's namespace, where only the agents may write. And
+ * what tells whether a succeeded download's version is still held (observeAgents).
  */
-function observeNodeCache(
+async function observeNodeCache(
   ctx: ReadContext,
   model: MLModel,
   config: Partial<OperatorConfig>,
-): NodeCacheObservation {
+  children: Children,
+): Promise<NodeCacheObservation> {
   const base = {
     url: config.nodeCacheUrl!,
     image: config.downloaderImage ?? defaultOperatorConfig.downloaderImage,
@@ -104,7 +117,75 @@ function observeNodeCache(
     for (const cm of configMaps.byIndex(nodeCacheKeysIndex, key))
       if (!config.nodeCacheNamespace || cm.metadata.namespace === config.nodeCacheNamespace) found.add(cm);
   const states = [...found].map(nodeCacheStateOf).filter((s) => s !== undefined);
-  return { ...base, states };
+  const agents = await observeAgents(ctx, model, config.nodeCacheNamespace, children);
+  return { ...base, states, ...(agents ? { agents } : {}) };
+}
+
+/**
+ * Every agent's state in the node cache's namespace (cached), and, only while the key of a
+ * succeeded NodeCache download Job may be gone (mayBeGone), the agents' pods (which nodes run
+ * one) and the model's download pods (where each Job ran), read from the API server: neither
+ * is cached, and a model whose version is listed and served reads neither. Undefined without
+ * the node cache's namespace (a URL given by flag): the agents cannot be told apart then.
+ */
+async function observeAgents(
+  ctx: ReadContext,
+  model: MLModel,
+  namespace: string | undefined,
+  children: Children,
+): Promise<AgentsObservation | undefined> {
+  if (!namespace) return undefined;
+  const states = ctx
+    .cache(builtinKinds.ConfigMap)
+    .list(namespace)
+    .map(nodeCacheStateOf)
+    .filter((s) => s !== undefined);
+  const succeeded = children.jobs.filter(
+    (j) => j.metadata?.labels?.[labels.component] === "download" && jobState(j) === "Complete",
+  );
+  const keys = succeeded.map(jobCacheKey).filter((k) => k !== undefined);
+  if (!keys.some((key) => mayBeGone(key, states, children.deployments))) return { states };
+  const [agentPods, downloadPods] = await Promise.all([
+    ctx.client.list<KubeObject & V1Pod>(builtinKinds.Pod, {
+      namespace,
+      labelSelector: agentSelector,
+      withoutManagedFields: true,
+      signal: ctx.signal,
+    }),
+    ctx.client.list<KubeObject & V1Pod>(builtinKinds.Pod, {
+      namespace: model.metadata.namespace!,
+      labelSelector: `${labels.model}=${model.metadata.name},${labels.component}=download`,
+      withoutManagedFields: true,
+      signal: ctx.signal,
+    }),
+  ]);
+  const agentNodes = new Set(agentPods.items.filter(agentRuns).map((p) => p.spec!.nodeName!));
+  const jobNodes = new Map<string, string>();
+  for (const job of succeeded) {
+    const node = jobNodeOf(job, downloadPods.items);
+    if (node) jobNodes.set(job.metadata!.name!, node);
+  }
+  return { states, agentNodes, jobNodes };
+}
+
+const agentSelector = Object.entries(nodeCacheComponentLabels)
+  .map(([k, v]) => `${k}=${v}`)
+  .join(",");
+
+/**
+ * Whether a succeeded download's key may be held by no node: no agent lists it, or the model's
+ * pods are yet to be made or some of its Deployments lacks available pods (which may be
+ * waiting for it, while a state that lists it may be a gone node's). A model whose key is
+ * listed and whose pods all serve reads nothing more.
+ */
+export function mayBeGone(
+  key: string,
+  states: readonly NodeCacheState[],
+  deployments: readonly V1Deployment[],
+): boolean {
+  if (!states.some((s) => s.entries.some((e) => e.key === key))) return true;
+  if (deployments.length === 0) return true;
+  return deployments.some((d) => (d.status?.availableReplicas ?? 0) < (d.spec?.replicas ?? 1));
 }
 
 /**

@@ -49,6 +49,8 @@ export async function reconcileMLModel(
   if (!observed) return wakeUp([modelGone(memory, keyString(ctx.request))], now.getTime());
   const decision = decide(observed);
   const synced = await syncChildren(ctx, observed, decision, options);
+  for (const why of synced.refetches ?? [])
+    ctx.recorder.event(observed.model, "Warning", "CacheEntryGone", why);
   const withPods = await withServingPods(ctx, observed, synced.serving.deployments);
   const seen = await withCrashWords(ctx, withPods, synced.revision, memory);
   const assessed = assess(seen, decision, synced);

@@ -13,6 +13,7 @@ import type { V1ControllerRevision, V1Job } from "@kubernetes/client-node";
 import { builtinKinds, controllerOwnerRef } from "../../runtime/index.ts";
 import { servingPodTemplate } from "../desired.ts";
 import type { OperatorConfig, ServingPlan } from "../plan.ts";
+import { type CacheHolders, cacheHolders, jobCompletedAt } from "../refetch.ts";
 import { jobState } from "../status.ts";
 import { TtlMap } from "../ttl-map.ts";
 import { referenceKey } from "./caches.ts";
@@ -46,6 +47,8 @@ export interface Synced {
   jobs: readonly V1Job[];
   /** A stale download Job was deleted: its replacement is created by a reconcile soon after. */
   waits: Waits;
+  /** Why succeeded download Jobs were deleted to run again (no node holds their version): one Event each. */
+  refetches?: readonly string[];
   /** The serving children as they now stand (as observed when they were not synced). */
   serving: ServingSet;
 }
@@ -110,7 +113,9 @@ async function syncRest(
   const serving = downloaded ? await syncServing(ctx, want, live) : live;
   const reported = separate ? canaryDownload : download;
   const jobs = [download.job, canaryDownload?.job].filter((j): j is V1Job => j !== undefined);
+  const refetches = [download.refetch, canaryDownload?.refetch].filter((r) => r !== undefined);
   return {
+    ...(refetches.length > 0 ? { refetches } : {}),
     revision: servingPodTemplate(plan).revision,
     ...(reported?.job ? { job: reported.job } : {}),
     downloadPlan: separate ?? plan,
@@ -161,5 +166,23 @@ function downloadOf(
     jobs: o.children.jobs,
     secretVersion: secret?.resourceVersion ?? "",
     cachedDownload: o.cached.status?.download,
+    ...holdersOf(o, plan),
   });
+}
+
+/** Whether a node holds the version of a NodeCache plan whose Job succeeded (refetch.ts). */
+function holdersOf(o: Observation, plan: ServingPlan): { holders?: CacheHolders } {
+  const agents = o.nodeCache?.agents;
+  if (plan.source.type !== "download" || !plan.source.nodeCache || !agents) return {};
+  const { jobName } = plan.source;
+  const job = o.children.jobs.find((j) => j.metadata?.name === jobName);
+  return {
+    holders: cacheHolders({
+      key: plan.source.nodeCache.key,
+      jobCompletedAt: jobCompletedAt(job),
+      jobNode: agents.jobNodes?.get(jobName),
+      states: agents.states,
+      agentNodes: agents.agentNodes,
+    }),
+  };
 }

@@ -1,7 +1,8 @@
 // Node cache agents on loopback, started in-process with an injected peer list, and the real
 // `mlmodel download --cache` and `mlmodel cache-copy` run as child processes against them and a
 // real local HTTP origin: uploads verified and committed, peer copies checked by sha256, a
-// corrupt file detected and fetched again, LRU eviction that keeps entries in use, 507 on an
+// corrupt file detected and fetched again, cache-copy waiting for an entry stored later and
+// keeping a complete DEST without asking, LRU eviction that keeps entries in use, 507 on an
 // entry that cannot fit, origin bytes counted (0 on the second node).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -286,6 +287,61 @@ describe("node cache agents on loopback", () => {
     );
   });
 
+  it("cache-copy waits for an entry no agent holds yet, says so once, and copies it once a node stores it", async () => {
+    const uri = "https://origin.example/models/stored-later";
+    const later = cacheKey(uri, undefined);
+    const dest = join(root, "serving-later", "model");
+    const log: string[] = [];
+    let saidWaiting: () => void = () => {};
+    const waiting = new Promise<void>((resolve) => {
+      saidWaiting = resolve;
+    });
+    const copying = cacheCopy({
+      cache: b.url,
+      key: later,
+      dest,
+      timeoutMs: 60_000,
+      idleTimeoutMs: 20_000,
+      parallel: 4,
+      pollMs: 20,
+      log: (l) => {
+        log.push(l);
+        if (l.startsWith("waiting for cache entry")) saidWaiting();
+      },
+    });
+    await waiting;
+    // The download Job's upload, to another node: node-b's agent copies it from that peer.
+    await client(a).upload(later, uri, tree({ "later.bin": "stored while cache-copy waited" }), new Set());
+    const marker = await copying;
+    assert.equal(marker.cacheKey, later);
+    assert.equal(readFileSync(join(dest, "later.bin"), "utf8"), "stored while cache-copy waited");
+    assert.deepEqual(
+      log.filter((l) => l.startsWith("waiting for cache entry")),
+      [
+        `waiting for cache entry ${later}: no node cache agent holds it yet (the model's download Job stores it); asking again every 20 ms until the timeout`,
+      ],
+      "said once, however many times it asked",
+    );
+  });
+
+  it("cache-copy keeps a DEST already complete for the key without asking any agent", async () => {
+    const dest = join(root, "serving-b", "model");
+    const log: string[] = [];
+    // Nothing listens there: asking would fail (connection refused until the timeout).
+    const marker = await cacheCopy({
+      cache: "http://127.0.0.1:9",
+      key,
+      dest,
+      timeoutMs: 1000,
+      idleTimeoutMs: 1000,
+      parallel: 4,
+      log: (l) => log.push(l),
+    });
+    assert.equal(marker.cacheKey, key);
+    assert.deepEqual(log, [`already complete: ${dest} (entry ${key})`]);
+    assert.deepEqual(readFileSync(join(dest, "model.bin")), files["model.bin"]);
+  });
+
   it("evicts the least recently used entry, never one in use, and refuses with 507 what cannot fit", async () => {
     const small = await startAgent("node-small", 100);
     const k = (n: number) => cacheKey(`https://origin.example/small/${n}`, undefined);
@@ -475,7 +531,7 @@ describe("download --cache and cache-copy against a real origin", () => {
     assert.equal(originBytes(), body.length);
   });
 
-  it("cache-copy of a key no agent holds exits 1 with one line in the termination log", async () => {
+  it("cache-copy of a key no agent holds until its timeout exits 1 with one line in the termination log", async () => {
     const missing = cacheKey("https://origin.example/never", undefined);
     const r = await cli([
       "cache-copy",
@@ -485,8 +541,11 @@ describe("download --cache and cache-copy against a real origin", () => {
       missing,
       "--dest",
       join(root, "never", "model"),
+      "--timeout",
+      "3",
     ]);
     assert.equal(r.code, 1);
+    assert.equal(r.stderr.match(/waiting for cache entry/g)?.length, 1, r.stderr);
     assert.match(
       r.termination,
       new RegExp(`^cache entry ${missing}: NotFound: no node cache agent holds entry ${missing}; `),

@@ -3,7 +3,9 @@
  * nothing is downloaded). The operator finds the node cache's Service at start; a NodeCache
  * model's download Job and Deployment carry the flags, the init container and the spread; no
  * claim is made; state ConfigMaps written by hand (as the agents write them) show up in
- * status.cache, and a change of one is seen without any change to the model.
+ * status.cache, and a change of one is seen without any change to the model; a succeeded
+ * download whose key no running agent (a pod made by hand on a kwok node) lists any more is
+ * run again.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -202,6 +204,108 @@ describe("a NodeCache model on the real control plane", () => {
         ["node-b", "Peer", "node-a"],
       ],
     );
+  });
+
+  it("runs a succeeded download again once no running agent lists its key, and not while one does", async () => {
+    const uri2 = "https://models.example.com/iris/model-2.joblib";
+    const sha2 = "d".repeat(64);
+    const key2 = cacheKey(uri2, sha2);
+    await admin.apply(
+      mlModelKind,
+      {
+        apiVersion: "serving.mlmodel.dev/v1alpha1",
+        kind: "MLModel",
+        metadata: { name: "again", namespace: models.name },
+        spec: { model: { uri: uri2, sha256: sha2, format: "sklearn" }, storage: { size: "1Gi" } },
+      } as KubeObject,
+      { fieldManager: "node-cache-test", force: true },
+    );
+    const downloadJobs = async () =>
+      (
+        await admin.list<V1Job & KubeObject>(builtinKinds.Job, {
+          namespace: models.name,
+          labelSelector: `${labels.model}=again,${labels.component}=download`,
+        })
+      ).items;
+    const first = await waitFor("the download Job to succeed", async () =>
+      (await downloadJobs()).find((j) =>
+        j.status?.conditions?.some((c) => c.type === "Complete" && c.status === "True"),
+      ),
+    );
+    const ranOn = await waitFor("the node the download ran on", async () => {
+      const pods = await admin.list<
+        KubeObject & { spec?: { nodeName?: string }; status?: { phase?: string } }
+      >(builtinKinds.Pod, {
+        namespace: models.name,
+        labelSelector: `${labels.model}=again,${labels.component}=download`,
+      });
+      return pods.items.find((p) => p.status?.phase === "Succeeded")?.spec?.nodeName;
+    });
+    const nodes = ["kwok-node-0", "kwok-node-1", "kwok-node-2"];
+    // Written after the Job completed, as the agents would; iris's key stays listed (its own
+    // download is not in question here).
+    const listing = (node: string, keys: string[]): NodeCacheState => {
+      const s = stateOf(node, "origin");
+      const entry = s.entries[0]!;
+      return { ...s, updatedAt: new Date().toISOString(), entries: keys.map((k) => ({ ...entry, key: k })) };
+    };
+    for (const node of nodes) await writeState(listing(node, node === ranOn ? [key, key2] : [key]));
+    // An agent pod on each node: the states above are of agents that run.
+    for (const node of nodes) {
+      await admin.apply(
+        builtinKinds.Pod,
+        {
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: {
+            name: `agent-${node}`,
+            namespace: system.name,
+            labels: { ...nodeCacheComponentLabels },
+          },
+          spec: {
+            nodeName: node,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 1000,
+              seccompProfile: { type: "RuntimeDefault" },
+            },
+            containers: [
+              {
+                name: "agent",
+                image: "example.com/mlmodel:test",
+                securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+              },
+            ],
+          },
+        } as KubeObject,
+        { fieldManager: "node-cache-test", force: true },
+      );
+    }
+    await waitFor("the model's status to show the node that lists its key", async () => {
+      const found = await admin.get<MLModel>(mlModelKind, { namespace: models.name, name: "again" });
+      return found?.status?.cache?.nodes?.some((n) => n.node === ranOn) ? found : undefined;
+    });
+    assert.deepEqual(
+      (await downloadJobs()).map((j) => j.metadata.uid),
+      [first.metadata.uid],
+      "a node holds the version: its Job is kept",
+    );
+
+    // The node that held it evicts it; no other lists it.
+    for (const node of nodes) await writeState(listing(node, [key]));
+    const second = await waitFor("a new download Job", async () =>
+      (await downloadJobs()).find((j) => j.metadata.uid !== first.metadata.uid),
+    );
+    assert.equal(second.metadata.name, first.metadata.name, "the same Job, by its content, run again");
+    const told = await waitFor("the CacheEntryGone Event", async () => {
+      const events = await admin.list<KubeObject & { reason?: string; note?: string; type?: string }>(
+        builtinKinds.Event,
+        { namespace: models.name },
+      );
+      return events.items.find((e) => e.reason === "CacheEntryGone");
+    });
+    assert.equal(told.type, "Warning");
+    assert.match(told.note ?? "", new RegExp(`no node holds cache entry ${key2}: none of the 3 running`));
   });
 
   it("refuses NodeCache for a pvc:// model at admission, naming the field and what would do", async () => {

@@ -3,7 +3,8 @@
  * the downloader's progress in status. Job templates are immutable and a Job is a one-shot
  * action, so a Job is created once and never re-applied: a running Job whose template no longer
  * matches is replaced, and a failed one is retried when its inputs (the spec, the credentials
- * Secret) change, which is how fixing the cause recovers without manual steps.
+ * Secret) change, which is how fixing the cause recovers without manual steps. A succeeded
+ * NodeCache Job whose version no node holds any more (refetch.ts) is run again.
  */
 import type { V1Job } from "@kubernetes/client-node";
 import type { MLModel, MLModelStatus } from "../../../api/mlmodel.ts";
@@ -18,6 +19,7 @@ import { desiredDownloadIdentity, desiredDownloadJob } from "../../desired.ts";
 import { frozenHash } from "../../memo.ts";
 import { annotations, fieldManager, shortHash } from "../../names.ts";
 import type { OperatorConfig, ServingPlan } from "../../plan.ts";
+import type { CacheHolders } from "../../refetch.ts";
 import { jobState } from "../../status.ts";
 import type { WriteContext } from "../context.ts";
 import { clearDownloadProgress } from "../status-writes.ts";
@@ -33,6 +35,8 @@ export interface DownloadInput {
   secretVersion: string;
   /** status.download as cached, with what the downloader wrote. */
   cachedDownload: MLModelStatus["download"];
+  /** Whether a node holds the version a NodeCache Job stored (refetch.ts); absent in mode Claim. */
+  holders?: CacheHolders;
 }
 
 export interface DownloadResult {
@@ -40,6 +44,8 @@ export interface DownloadResult {
   job?: V1Job;
   /** A stale Job was deleted: reconcile again soon to create its replacement. */
   retryLater?: boolean;
+  /** Why a succeeded Job was deleted to be run again: no node holds its version any more. */
+  refetch?: string;
 }
 
 export async function syncDownload(ctx: WriteContext, input: DownloadInput): Promise<DownloadResult> {
@@ -67,6 +73,17 @@ export async function syncDownload(ctx: WriteContext, input: DownloadInput): Pro
       { propagationPolicy: "Background" },
     );
     return { retryLater: true };
+  }
+  if (actual && state === "Complete" && input.holders?.verdict === "Gone") {
+    // The Job is named by its content: the same name is created again by the next reconcile.
+    ctx.log.info({ job: name, reason: input.holders.message }, "running download Job again");
+    const deleted = await ctx.client.delete(
+      builtinKinds.Job,
+      { namespace: plan.namespace, name },
+      { propagationPolicy: "Background" },
+    );
+    // A Job already gone (the cache has not seen its deletion yet) was told about once.
+    return { retryLater: true, ...(deleted ? { refetch: input.holders.message } : {}) };
   }
   if (actual) return { job: actual };
   await applyDownloadIdentity(ctx, model, plan);
