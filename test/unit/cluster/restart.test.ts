@@ -3,7 +3,7 @@
 // (test/e2e/realnode/control-plane-faults.test.ts).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { ProcessRecord } from "../../../src/cluster/process.ts";
+import { type ProcessRecord, procState } from "../../../src/cluster/process.ts";
 import {
   isNodeComponent,
   recordOf,
@@ -67,5 +67,13 @@ describe("restarting a component", () => {
       (["kubelet", "containerd", "kube-proxy", "etcd", "kube-apiserver"] as const).map(isNodeComponent),
       [true, true, true, false, false],
     );
+  });
+});
+
+describe("a stopped process that its parent has not reaped", () => {
+  it("reads the state letter after the command, whatever the command's name holds", () => {
+    assert.equal(procState("30323 (kubelet) Z 20131 30323 30323 0 -1 4228164"), "Z");
+    assert.equal(procState("42 (a (b) c) S 1 42 42 0 -1"), "S");
+    assert.equal(procState(""), undefined);
   });
 });
