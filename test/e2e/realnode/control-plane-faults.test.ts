@@ -3,8 +3,10 @@
  * The data plane does not need the control plane: the sample model on 2 MLServer replicas
  * serves 25 requests a second through its Service (a new connection each, balanced by
  * kube-proxy's rules) while, one after the other, the node's kubelet, containerd and kube-proxy
- * are restarted, the API server is down for 60 s, etcd is restarted, and the operator (a
- * process of its own) is SIGKILLed and started again. For each fault:
+ * are restarted, etcd is restarted, the operator (a process of its own) is SIGKILLed and
+ * started again, and the API server is down for 60 s: as is (a todo: the local controller
+ * manager can lose a race then, docs/data-plane.md), and with the controller manager restarted
+ * as a leader-elected one is. For each fault:
  * - no request fails from the fault's start until 30 s of answers after the recovery (counts
  *   only; docs/data-plane.md gives the figures and why each holds);
  * - no serving pod is replaced or restarted (the same UIDs, the same restart counts);
@@ -321,7 +323,7 @@ describe("the data plane through control-plane faults on a real node", {
   });
 
   it("the API server down for 60 s: no request fails, no pod restarts", {
-    todo: "the local controller manager judges the node by a lease it could not watch during the outage (docs/data-plane.md)",
+    todo: "a race, lost in 1 of 2 runs: the local controller manager, never restarted, may mark the node Unknown and its pods not ready from a lease it could not see renewed (docs/data-plane.md)",
   }, async () => {
     await underTraffic("API server down 60 s", async () => {
       await restartComponent(bed.cluster.dir, "kube-apiserver", {
