@@ -1,4 +1,4 @@
-// test-needs: real-node, images
+// test-needs: own-real-node, images
 /**
  * The data plane does not need the control plane: the sample model on 2 MLServer replicas
  * serves 25 requests a second through its Service (a new connection each, balanced by
@@ -13,7 +13,11 @@
  * - once the component is back (and the Node Ready), the model's status is correct again:
  *   Ready, 2 of 2 replicas ready, of its generation.
  * The restarts are src/cluster's restartComponent, which keeps the node's journal in step so
- * that the run's teardown stops the new processes.
+ * that the teardown stops the new processes.
+ *
+ * The file starts a real-node cluster of its own (own-real-node: such files run alone, after
+ * the others): an etcd restart and a 60 s API server outage would fail the API calls of any
+ * other file sharing the run's cluster.
  */
 import assert from "node:assert/strict";
 import { readFileSync, statSync } from "node:fs";
@@ -21,16 +25,25 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { CoreV1Api, DiscoveryV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
-import { readState, restartComponent } from "../../../src/cluster/index.ts";
+import {
+  down,
+  readState,
+  releaseRealNode,
+  reserveRealNode,
+  restartComponent,
+  up,
+} from "../../../src/cluster/index.ts";
 import { readNode, readyCondition } from "../../../src/cluster/node/node.ts";
 import { stopProcess } from "../../../src/cluster/process.ts";
-import { recipeFor } from "../../../src/images/index.ts";
+import { ensureImage, imageNames, recipeFor } from "../../../src/images/index.ts";
 import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import { OperatorProcess, operatorKubeconfig, waitReady } from "../../chaos/operator-process.ts";
 import { kubeConfig, waitFor } from "../../harness/cluster.ts";
+import { realNodeDirEnv } from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { Traffic, versionClassifier } from "../../harness/traffic.ts";
+import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";
 import { getModel, podsOf } from "../operator/helpers.ts";
 import {
   applyCaSecret,
@@ -249,7 +262,22 @@ describe("the data plane through control-plane faults on a real node", {
     );
   }
 
+  const clusterDir = scratchDir("cp-faults");
+
   before(async () => {
+    const progress = (line: string) => console.log(`# [cluster] ${line}`);
+    await reserveRealNode(clusterDir, { waitMs: nodeLockWaitMs, progress });
+    const images: string[] = [];
+    for (const image of imageNames) images.push((await ensureImage(image)).archive);
+    await up({
+      dir: clusterDir,
+      realNode: true,
+      images,
+      stopWhenGone: process.pid,
+      nodeLockWaitMs,
+      progress,
+    });
+    process.env[realNodeDirEnv] = clusterDir;
     bed = await realNodeBed("rn-faults");
     // The bed's in-process operator gives way to a process that can be SIGKILLed.
     await bed.operator.stop();
@@ -285,6 +313,8 @@ describe("the data plane through control-plane faults on a real node", {
       await removeRealNodeBed(bed);
     } finally {
       await releaseNode?.();
+      await down(clusterDir).catch((err: Error) => console.error(`# down: ${err.message}`));
+      await releaseRealNode(clusterDir).catch(() => {});
     }
   });
 
