@@ -54,6 +54,7 @@ import {
   startNode,
   teardownFleet,
   teardownNode,
+  writeJournal,
 } from "./node/node.ts";
 import { ensureRealNodePrerequisites, PrerequisiteError } from "./node/prerequisites.ts";
 import type { NodePorts } from "./node/render.ts";
@@ -69,7 +70,8 @@ import {
   waitUntil,
 } from "./process.ts";
 import { startPrometheus } from "./prometheus.ts";
-import { type Component, type ControlPlaneComponent, type NodeComponent, versions } from "./versions.ts";
+import { isNodeComponent, recordOf, replaceRecord, restartEnvironment } from "./restart.ts";
+import { type Component, type ControlPlaneComponent, versions } from "./versions.ts";
 
 export { ClusterError };
 
@@ -905,15 +907,6 @@ function controlPlaneHealthUrl(state: ClusterState, component: ControlPlaneCompo
   }
 }
 
-const nodeComponents: readonly Component[] = [
-  "containerd",
-  "kubelet",
-  "kube-proxy",
-  "local-path-provisioner",
-];
-const isNodeComponent = (component: Component): component is NodeComponent =>
-  nodeComponents.includes(component);
-
 async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<ComponentHealth> {
   const journal = isNodeComponent(record.component) ? await readJournal(state.dir) : undefined;
   const url =
@@ -1024,8 +1017,10 @@ async function realNodeDir(dirOption: string): Promise<string> {
 
 /**
  * Stops one component of a running cluster and starts it again with the same arguments (same
- * ports, same data), after `downtimeMs`. For fault-injection tests: an API server restart, an
- * etcd outage. Resolves once the component is healthy again.
+ * ports, same data, the environment `up` gave it), after `downtimeMs`. For fault-injection
+ * tests: an API server outage, an etcd restart, a real node's kubelet, containerd or kube-proxy
+ * restarted under its pods. A real node's component is replaced in the node's journal too, so
+ * that teardown stops the new process. Resolves once the component is healthy again.
  */
 export async function restartComponent(
   dirOption: string,
@@ -1034,14 +1029,35 @@ export async function restartComponent(
 ): Promise<ProcessRecord> {
   const dir = resolve(dirOption);
   const state = await readState(dir);
-  const index = state?.processes.findIndex((p) => p.component === component) ?? -1;
-  if (!state || index < 0) throw new ClusterError(`no running cluster with a ${component} in ${dir}`);
-  const old = state.processes[index]!;
+  if (!state) throw new ClusterError(`no running cluster in ${dir}`);
+  const onNode = isNodeComponent(component);
+  const journal = onNode ? await readJournal(dir) : undefined;
+  if (onNode && !journal)
+    throw new ClusterError(
+      `${component} runs on a real node, and the cluster in ${dir} has no single real node (no node journal)`,
+    );
+  let old: ProcessRecord;
+  try {
+    old = recordOf(state.processes, component, `the cluster state in ${dir}`);
+    if (journal) recordOf(journal.processes, component, `the node journal in ${dir}`);
+  } catch (err) {
+    throw new ClusterError((err as Error).message);
+  }
   await stopProcess(old);
   if (options.downtimeMs) await new Promise((r) => setTimeout(r, options.downtimeMs));
-  const record = startProcess(component, old.binary, old.args, old.log);
-  state.processes[index] = record;
+  const record = startProcess(
+    component,
+    old.binary,
+    old.args,
+    old.log,
+    restartEnvironment(component, process.env),
+  );
+  state.processes = replaceRecord(state.processes, old, record);
   await writeState(dir, state);
+  if (journal) {
+    journal.processes = replaceRecord(journal.processes, old, record);
+    await writeJournal(dir, journal);
+  }
   await waitUntil(
     record,
     "healthy again",

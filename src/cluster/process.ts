@@ -67,16 +67,36 @@ export async function isOurs(record: ProcessRecord): Promise<boolean> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The state letter of a `/proc/PID/stat` line (R, S, D, Z...): the field after the command's closing parenthesis. */
+export function procState(stat: string): string | undefined {
+  return /^\s*(\S)/.exec(stat.slice(stat.lastIndexOf(")") + 1))?.[1];
+}
+
+/**
+ * True while pid runs. A zombie has exited: it only waits for its parent to reap it, which a
+ * parent blocked in spawnSync (the test runner, which started the cluster) does not do until it
+ * returns. A stop that waited for the pid to vanish would wait that long.
+ */
+function isRunning(pid: number): boolean {
+  if (!isAlive(pid)) return false;
+  try {
+    return procState(readFileSync(`/proc/${pid}/stat`, "utf8")) !== "Z";
+  } catch {
+    // Gone meanwhile, or no /proc (not Linux): the signal's answer stands.
+    return isAlive(pid);
+  }
+}
+
 export async function stopProcess(record: ProcessRecord, graceMs = 5000): Promise<void> {
   if (!(await isOurs(record))) return;
   process.kill(record.pid, "SIGTERM");
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline) {
-    if (!isAlive(record.pid)) return;
+    if (!isRunning(record.pid)) return;
     await sleep(50);
   }
-  if (isAlive(record.pid)) process.kill(record.pid, "SIGKILL");
-  while (isAlive(record.pid)) await sleep(20);
+  if (isRunning(record.pid)) process.kill(record.pid, "SIGKILL");
+  while (isRunning(record.pid)) await sleep(20);
 }
 
 export interface HealthTarget {

@@ -124,7 +124,7 @@ export async function readJournal(clusterDir: string): Promise<NodeJournal | und
   }
 }
 
-async function writeJournal(clusterDir: string, journal: NodeJournal): Promise<void> {
+export async function writeJournal(clusterDir: string, journal: NodeJournal): Promise<void> {
   await writeFile(nodePaths(clusterDir).journal, `${JSON.stringify(journal, null, 2)}\n`);
 }
 
