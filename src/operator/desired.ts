@@ -380,6 +380,8 @@ function modelVolume(plan: ServingPlan): { volumes: V1Volume[]; mounts: V1Volume
   };
 }
 
+export const cacheCopyContainerName = "cache-copy";
+
 /**
  * The init container of a NodeCache serving pod: `mlmodel cache-copy` asks its node's agent
  * for the version (a peer copy when the node lacks it), then copies it into the pod's model
@@ -388,7 +390,7 @@ function modelVolume(plan: ServingPlan): { volumes: V1Volume[]; mounts: V1Volume
  */
 export function cacheCopyContainer(plan: ServingPlan, cache: NodeCacheSource, dest: string): V1Container {
   return {
-    name: "cache-copy",
+    name: cacheCopyContainerName,
     image: cache.image,
     command: [...cacheCopyCommand],
     args: ["--cache", cache.url, "--key", cache.key, "--dest", dest],

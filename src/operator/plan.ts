@@ -196,6 +196,12 @@ export interface StorageContext {
   cacheCopyImage?: string;
   /** The model already has its claim (created by a plan in mode Claim). */
   hasClaim?: boolean;
+  /**
+   * The cache-copy image of each cache key the model's live Deployments serve: a version already
+   * served keeps its init container's image when the operator is upgraded, so an upgrade rolls
+   * no pod; a new version gets the operator's own image.
+   */
+  servedCacheCopyImages?: ReadonlyMap<string, string>;
 }
 
 /**
@@ -299,12 +305,16 @@ export function planModel(
     const hash = recorded?.content ?? contentHash(spec);
     const base = `${mountPath}/${hash}`;
     modelDir = base;
+    const key = modelCacheKey(uri, spec.model.sha256, recorded);
     const nodeCache =
       storageModeOf(spec.storage, storage) === "NodeCache"
         ? {
             url: storage.nodeCacheUrl!,
-            key: modelCacheKey(uri, spec.model.sha256, recorded),
-            image: storage.cacheCopyImage ?? defaultOperatorConfig.downloaderImage,
+            key,
+            image:
+              storage.servedCacheCopyImages?.get(key) ??
+              storage.cacheCopyImage ??
+              defaultOperatorConfig.downloaderImage,
           }
         : undefined;
     source = {
@@ -413,6 +423,7 @@ interface PlanInputs {
   nodeCacheUrl: string | undefined;
   cacheCopyImage: string | undefined;
   hasClaim: boolean;
+  servedCacheCopyImages: string;
 }
 
 /** The last plans of the last `plannedModels` models, by uid, the most recently used last. */
@@ -451,9 +462,15 @@ export function planned(
     nodeCacheUrl: storage.nodeCacheUrl,
     cacheCopyImage: storage.cacheCopyImage,
     hasClaim: Boolean(storage.hasClaim),
+    servedCacheCopyImages: servedImagesId(storage),
   };
   plansByModel.set(uid, [{ inputs, plan }, ...rest].slice(0, plansPerModel));
   return plan;
+}
+
+function servedImagesId(storage: StorageContext): string {
+  const served = storage.servedCacheCopyImages;
+  return served?.size ? JSON.stringify([...served].sort()) : "";
 }
 
 function sameInputs(
@@ -468,6 +485,7 @@ function sameInputs(
     kept.nodeCacheUrl === storage.nodeCacheUrl &&
     kept.cacheCopyImage === storage.cacheCopyImage &&
     kept.hasClaim === Boolean(storage.hasClaim) &&
+    kept.servedCacheCopyImages === servedImagesId(storage) &&
     kept.name === model.metadata.name &&
     kept.namespace === model.metadata.namespace &&
     kept.runtimeRef === runtime.ref &&

@@ -4,10 +4,11 @@
  * canary (what the stable and canary Deployments serve, canary.ts), and which referenced
  * objects are missing. Nothing is written yet.
  */
-import type { V1ControllerRevision } from "@kubernetes/client-node";
+import type { V1ControllerRevision, V1Deployment } from "@kubernetes/client-node";
 import type { MLModel } from "../../api/mlmodel.ts";
+import { cacheKeyLabel } from "../../nodecache/contract.ts";
 import { builtinKinds, controllerOwnerRef, type ResourceKind } from "../../runtime/index.ts";
-import { needsUriSecret, servingPodTemplate } from "../desired.ts";
+import { cacheCopyContainerName, needsUriSecret, servingPodTemplate } from "../desired.ts";
 import { childNames } from "../names.ts";
 import { PlanError, planned, type RecordedSource, type ServingPlan, type StorageContext } from "../plan.ts";
 import { desiredRevision } from "../revisions.ts";
@@ -101,6 +102,18 @@ type PlanFor = (
   recorded?: RecordedSource,
 ) => { plan?: ServingPlan; planFailure?: Observed["planFailure"] };
 
+/** The cache-copy init container's image in each live Deployment, by the cache key its pods serve. */
+export function servedCacheCopyImages(deployments: readonly V1Deployment[]): ReadonlyMap<string, string> {
+  const images = new Map<string, string>();
+  for (const d of deployments) {
+    const template = d.spec?.template;
+    const key = template?.metadata?.labels?.[cacheKeyLabel];
+    const image = template?.spec?.initContainers?.find((c) => c.name === cacheCopyContainerName)?.image;
+    if (key && image) images.set(key, image);
+  }
+  return images;
+}
+
 /**
  * The serving plan of a model (or of a revision's spec), or why there is none. `recorded`: the
  * revision's content and URI Secret, when its URI was recorded redacted. Every plan of one
@@ -116,6 +129,7 @@ function planner(o: Observation): PlanFor {
         nodeCacheUrl: o.nodeCache.url,
         cacheCopyImage: o.nodeCache.image,
         hasClaim: o.children.claims.some((c) => c.metadata?.name === claimName),
+        servedCacheCopyImages: servedCacheCopyImages(o.children.deployments),
       }
     : {};
   return (model, recorded) => {

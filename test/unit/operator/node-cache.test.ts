@@ -17,6 +17,7 @@ import {
   servingPodTemplate,
   usesOwnClaim,
 } from "../../../src/operator/desired.ts";
+import { servedCacheCopyImages } from "../../../src/operator/mlmodel/decide.ts";
 import { servingSelector } from "../../../src/operator/names.ts";
 import {
   isNodeCacheState,
@@ -274,6 +275,25 @@ describe("NodeCache mode", () => {
     ]);
     const claim = desiredDeployment(planModel(model(spec), tf), owner).spec!.template.spec!;
     assert.equal(claim.tolerations, undefined, "a claim's replicas wait for their node");
+  });
+
+  it("keeps a served version's cache-copy image across an operator upgrade; a new version gets the operator's", () => {
+    const served = desiredDeployment(nodeCachePlan(), owner);
+    const upgraded = { ...withCache, cacheCopyImage: "example.com/mlmodel:2" };
+    const images = servedCacheCopyImages([served]);
+    assert.deepEqual([...images], [[cacheKey("s3://bucket/resnet/", sha), image]]);
+    const samePlan = planModel(model(spec), tf, undefined, { ...upgraded, servedCacheCopyImages: images });
+    assert.deepEqual(
+      desiredDeployment(samePlan, owner).spec!.template,
+      served.spec!.template,
+      "the upgrade rolls no pod of a served version",
+    );
+    const next = { ...spec, model: { ...spec.model, uri: "s3://bucket/resnet-2/" } };
+    const newVersion = planModel(model(next), tf, undefined, { ...upgraded, servedCacheCopyImages: images });
+    assert.equal(
+      desiredDeployment(newVersion, owner).spec!.template.spec!.initContainers![0]!.image,
+      "example.com/mlmodel:2",
+    );
   });
 
   it("is a revision of its own: moving a model between modes rolls it once", () => {
