@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { CoreV1Api, KubeConfig, type V1Node, type V1Pod } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
-import { clusterServingRuntimeKind, mlModelKind } from "../../../src/api/kinds.ts";
+import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
 import { recipeFor } from "../../../src/images/index.ts";
 import {
@@ -57,11 +57,19 @@ import { type RealNodeCluster, useRealNodeCluster } from "../../harness/realnode
 import { adminClient, waitForPhase } from "../operator/helpers.ts";
 import { caSecretName, firstAnswer, sklearnModel } from "../realnode/fixture.ts";
 import { helm } from "./helm.ts";
+import {
+  type AuditEvent,
+  applyBuiltinRuntimes,
+  at,
+  auditEvents,
+  chartDir,
+  podOf,
+  podOfIdentity,
+  readLease,
+  readyManagers,
+  succeeded,
+} from "./operator-pods.ts";
 import { repoRoot } from "./support.ts";
-
-const chart = join(repoRoot, "deploy/helm/mlmodel-operator");
-const managerPods = "app.kubernetes.io/name=mlmodel-operator,app.kubernetes.io/component=manager";
-const podNameKey = "authentication.kubernetes.io/pod-name";
 
 interface Shared {
   cluster: RealNodeCluster;
@@ -86,27 +94,6 @@ async function share(trainIn: string): Promise<Shared> {
   } catch (err) {
     await files.stop();
     throw err;
-  }
-}
-
-/**
- * The second step of a kubectl install, once the first has made the CRDs served (the chart's
- * own copy is off, see above): deploy/kustomize/runtimes.
- */
-async function applyBuiltinRuntimes(admin: KubeClient): Promise<void> {
-  const runtimes = parseAllDocuments(
-    readFileSync(join(repoRoot, "deploy/kustomize/runtimes/runtimes.yaml"), "utf8"),
-  ).map((doc) => doc.toJS() as KubeObject);
-  await waitFor("the ClusterServingRuntime CRD to be served", async () => {
-    try {
-      await admin.list(clusterServingRuntimeKind, { limit: 1 });
-      return true;
-    } catch {
-      return false;
-    }
-  });
-  for (const runtime of runtimes) {
-    await admin.apply(clusterServingRuntimeKind, runtime, { fieldManager: "mlmodel-install", force: true });
   }
 }
 
@@ -155,44 +142,11 @@ async function realNodeNames(admin: KubeClient): Promise<string[]> {
     .map((n) => n.metadata!.name!);
 }
 
-const isReady = (p: V1Pod) =>
-  !p.metadata?.deletionTimestamp &&
-  p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
-
-/** Waits until `replicas` manager pods, and only they, are Ready in `ns`; returns them. */
-async function readyManagers(admin: KubeClient, ns: string, replicas: number): Promise<V1Pod[]> {
-  return waitFor(
-    `${replicas} Ready operator pods in ${ns}`,
-    async () => {
-      const pods = (await admin.list(builtinKinds.Pod, { namespace: ns, labelSelector: managerPods }))
-        .items as unknown as V1Pod[];
-      const live = pods.filter((p) => !p.metadata?.deletionTimestamp);
-      return live.length === replicas && live.every(isReady) ? live : undefined;
-    },
-    { timeoutMs: 300_000, intervalMs: 500 },
-  );
-}
-
-interface AuditEvent {
-  verb: string;
-  user: { username: string; extra?: Record<string, string[]> };
-  objectRef?: { resource?: string; namespace?: string; name?: string };
-  responseStatus?: { code?: number };
-  requestReceivedTimestamp: string;
-}
-
-function auditEvents(): AuditEvent[] {
+function auditEventsOfCluster(): AuditEvent[] {
   const log = localCluster()?.auditLog;
   assert.ok(log, "the real-node cluster's audit log");
-  return readFileSync(log, "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as AuditEvent);
+  return auditEvents(log);
 }
-
-const podOf = (e: AuditEvent) => e.user.extra?.[podNameKey]?.[0];
-const succeeded = (e: AuditEvent) => (e.responseStatus?.code ?? 0) < 300;
-const at = (e: AuditEvent) => Date.parse(e.requestReceivedTimestamp);
 
 /** What every install must show: restricted pods of its ServiceAccount on real nodes, Ready, serving the sample. */
 async function checkOperatorPods(
@@ -225,7 +179,7 @@ async function checkOperatorPods(
 
 /** The operator's writes reached the API server as its ServiceAccount, from its pods. */
 function writesOf(serviceAccountUser: string, since: number): AuditEvent[] {
-  return auditEvents().filter(
+  return auditEventsOfCluster().filter(
     (e) => e.user.username === serviceAccountUser && at(e) >= since && podOf(e) !== undefined,
   );
 }
@@ -260,7 +214,7 @@ describe("the operator as pods on a real node", () => {
       const r = helm([
         "install",
         release,
-        chart,
+        chartDir,
         "--kubeconfig",
         shared.cluster.kubeconfig,
         "-n",
@@ -371,7 +325,9 @@ describe("the operator as pods on a real node", () => {
         const acquirers = new Set(events.map(podOf).filter((pod) => pod !== oldLeader || pod === newLeader));
         assert.deepEqual([...acquirers], [newLeader], "exactly one pod took and kept the Lease");
         if (how === "delete") {
-          const oldWrites = auditEvents().filter((e) => e.user.username === user && podOf(e) === oldLeader);
+          const oldWrites = auditEventsOfCluster().filter(
+            (e) => e.user.username === user && podOf(e) === oldLeader,
+          );
           const renewed = oldWrites.filter((e) => e.objectRef?.resource === "leases" && succeeded(e)).map(at);
           const late = oldWrites.filter((e) => at(e) > Math.max(...renewed) + timings.renewDeadlineMs);
           assert.deepEqual(late, [], `writes from ${oldLeader} after its renew deadline`);
@@ -457,18 +413,6 @@ function watchOnly(obj: KubeObject, namespace: string): KubeObject {
   return copy;
 }
 
-interface LeaseObject extends KubeObject {
-  spec: { holderIdentity: string; leaseDurationSeconds: number; acquireTime: string; renewTime: string };
-}
-
-/** The operator's Lease; with `held`, once it has a holder (a released Lease has none). */
-async function readLease(admin: KubeClient, namespace: string, held = true): Promise<LeaseObject> {
-  return waitFor(`Lease ${namespace}/${leaseName}${held ? " to have a holder" : ""}`, async () => {
-    const l = await admin.get<LeaseObject>(builtinKinds.Lease, { namespace, name: leaseName });
-    return l?.spec && (!held || l.spec.holderIdentity) ? l : undefined;
-  });
-}
-
 /**
  * The host processes of a pod's operator container: the real node runs on this machine, and a
  * process's cgroup path names its pod's UID (with '_' for '-' under the systemd driver).
@@ -487,9 +431,4 @@ function operatorProcesses(podUid: string): number[] {
     }
   }
   return pids;
-}
-
-/** The elector's identity is `<HOSTNAME>_<random>`; in a pod, HOSTNAME is the pod's name. */
-function podOfIdentity(identity: string): string {
-  return identity.slice(0, identity.lastIndexOf("_"));
 }
