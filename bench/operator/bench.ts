@@ -259,6 +259,11 @@ export interface CacheStateResult {
   auditStatusWrites?: number;
   /** Audit-logged writes other than the models' status (children, Events): the goal is none but Events. */
   auditOtherWrites?: Record<string, number>;
+  /**
+   * Then the same ConfigMaps again with only the times of use and of the report moved (an
+   * agent's routine report): reconciles and audit-logged writes until quiet (the goal: none).
+   */
+  routineReport?: { reconciles: number; auditWrites?: number };
 }
 
 /** One converge + floor pair of a --pairs run: both on the same cluster, back to back. */
@@ -622,18 +627,26 @@ async function cacheState(
   );
   const keys = [...keyOf.values()];
   const used = new Set((await servingPods(admin, namespace)).map((p) => `${p.node}/${keyOf.get(p.model)}`));
-  const now = new Date().toISOString();
-  const configMaps = nodes.map((node) =>
-    agentStateConfigMap({
-      node,
-      namespace: defaultOperatorNamespace,
-      keys,
-      originNode: nodes[0]!,
-      inUse: (key) => used.has(`${node}/${key}`),
-      size: 100 * 2 ** 20,
-      now,
-    }),
-  );
+  const completedAt = new Date().toISOString();
+  const states = (now: string) =>
+    nodes.map((node) =>
+      agentStateConfigMap({
+        node,
+        namespace: defaultOperatorNamespace,
+        keys,
+        originNode: nodes[0]!,
+        inUse: (key) => used.has(`${node}/${key}`),
+        size: 100 * 2 ** 20,
+        completedAt,
+        now,
+      }),
+    );
+  const configMaps = states(completedAt);
+  // Applied, not created: a state a stopped run left behind is replaced, as an agent replaces its own.
+  const report = (cms: typeof configMaps) =>
+    Promise.all(
+      cms.map((cm) => admin.apply(builtinKinds.ConfigMap, cm, { fieldManager: "bench-agent", force: true })),
+    );
   const before = await operator.metrics();
   const cpuBefore = operator.stats().cpuSeconds;
   const audit = cluster.auditLog ? auditOffset(cluster.auditLog) : undefined;
@@ -643,28 +656,23 @@ async function cacheState(
     (m) => m.status?.cache?.nodesCached === nodes.length,
     liveness(names.length),
   );
-  // Applied, not created: a state a stopped run left behind is replaced, as an agent replaces its own.
-  await Promise.all(
-    configMaps.map((cm) =>
-      admin.apply(builtinKinds.ConfigMap, cm, { fieldManager: "bench-agent", force: true }),
-    ),
-  );
+  await report(configMaps);
   const reached = await shown;
   const seconds_ = seconds(Math.max(...reached.values()) - t0);
-  const reconcileTotal = async () => total(await operator.metrics(), "controller_runtime_reconcile_total");
-  let last = await reconcileTotal();
-  for (let quiet = 0; quiet < cacheStateQuietSeconds; ) {
-    await sleep(1000);
-    const now = await reconcileTotal();
-    quiet = now === last ? quiet + 1 : 0;
-    last = now;
-  }
+  await reconcilesQuiet(operator);
   const after = await operator.metrics();
   const cpuSeconds = operator.stats().cpuSeconds - cpuBefore;
   const reconciles =
     total(after, "controller_runtime_reconcile_total") - total(before, "controller_runtime_reconcile_total");
   const writes = cluster.auditLog && audit ? writesSince(cluster.auditLog, audit, operatorUser) : undefined;
   const split = writes ? splitStatusWrites(writes.byVerbResource) : undefined;
+  // The agents' routine report: the same entries, only the times of use and of the report moved.
+  const routineAudit = cluster.auditLog ? auditOffset(cluster.auditLog) : undefined;
+  await report(states(new Date(Date.now() + 60_000).toISOString()));
+  await reconcilesQuiet(operator);
+  const afterRoutine = await operator.metrics();
+  const routineWrites =
+    cluster.auditLog && routineAudit ? writesSince(cluster.auditLog, routineAudit, operatorUser) : undefined;
   await Promise.all(
     configMaps.map((cm) =>
       admin.delete(builtinKinds.ConfigMap, { namespace: defaultOperatorNamespace, name: cm.metadata.name! }),
@@ -681,7 +689,25 @@ async function cacheState(
     requestsByVerb: diff(requestsByVerb(after), requestsByVerb(before)),
     cpuSeconds: round(cpuSeconds)!,
     ...(split ? { auditStatusWrites: split.status, auditOtherWrites: split.other } : {}),
+    routineReport: {
+      reconciles:
+        total(afterRoutine, "controller_runtime_reconcile_total") -
+        total(after, "controller_runtime_reconcile_total"),
+      ...(routineWrites ? { auditWrites: routineWrites.total } : {}),
+    },
   };
+}
+
+/** Waits until the operator's reconcile count stays the same for cacheStateQuietSeconds. */
+async function reconcilesQuiet(operator: OperatorProcess): Promise<void> {
+  const reconcileTotal = async () => total(await operator.metrics(), "controller_runtime_reconcile_total");
+  let last = await reconcileTotal();
+  for (let quiet = 0; quiet < cacheStateQuietSeconds; ) {
+    await sleep(1000);
+    const now = await reconcileTotal();
+    quiet = now === last ? quiet + 1 : 0;
+    last = now;
+  }
 }
 
 /** The operator's Events in `namespace`, by reason, with their series counts. */

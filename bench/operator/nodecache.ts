@@ -95,6 +95,8 @@ export function agentStateConfigMap(opts: {
   originNode: string;
   inUse: (key: string) => boolean;
   size: number;
+  /** When each entry was completed (default `now`); `now` is the time of use and of the report. */
+  completedAt?: string;
   now: string;
 }): KubeObject & { data: Record<string, string> } {
   const origin = opts.node === opts.originNode;
@@ -105,7 +107,7 @@ export function agentStateConfigMap(opts: {
     files: 1,
     source: origin ? ("origin" as const) : ("peer" as const),
     ...(origin ? {} : { peer: opts.originNode }),
-    completedAt: opts.now,
+    completedAt: opts.completedAt ?? opts.now,
     lastUsedAt: opts.now,
     inUse: opts.inUse(key),
   }));

@@ -163,6 +163,9 @@ export function summary(r: OperatorBenchResult): string {
       `cache-state: ${cs.configMaps} agent state ConfigMaps of ${cs.keysPerConfigMap} keys each; every model's status.cache listed every node after ${cs.seconds}s (${cs.modelsShowingEveryNode} models); ${cs.reconciles} reconciles (${cs.reconcilesPerModel}/model), requests ${JSON.stringify(cs.requestsByVerb)}, CPU ${cs.cpuSeconds}s` +
         (cs.auditStatusWrites !== undefined
           ? `; audit log: ${cs.auditStatusWrites} status writes, other writes ${JSON.stringify(cs.auditOtherWrites)}`
+          : "") +
+        (cs.routineReport
+          ? `; then a routine report (times only): ${cs.routineReport.reconciles} reconciles, ${cs.routineReport.auditWrites ?? "?"} audit-logged writes`
           : ""),
     );
   if (r.floor)

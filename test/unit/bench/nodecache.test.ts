@@ -7,7 +7,12 @@ import {
   servingPod,
   splitStatusWrites,
 } from "../../../bench/operator/nodecache.ts";
-import { isNodeCacheState, nodeCacheStateOf, stateKeys } from "../../../src/operator/node-cache.ts";
+import {
+  isNodeCacheState,
+  nodeCacheStateOf,
+  stateKeys,
+  stateShownChanged,
+} from "../../../src/operator/node-cache.ts";
 
 describe("the nodecache path's placement", () => {
   it("counts serving pods per node and the models whose replicas share a node", () => {
@@ -81,6 +86,30 @@ describe("a hand-made agent state", () => {
       ["origin", "origin"],
     );
     assert.equal(nodeCacheStateOf(origin)!.bytesFromOrigin, 20);
+  });
+});
+
+describe("a hand-made routine report", () => {
+  it("moves only the times, so the operator's predicate wakes no model for it", () => {
+    const make = (now: string, inUse: boolean) =>
+      agentStateConfigMap({
+        node: "kwok-node-3",
+        namespace: "mlmodel-system",
+        keys: ["aaaaaaaaaaaaaaaaaaaa"],
+        originNode: "kwok-node-0",
+        inUse: () => inUse,
+        size: 10,
+        completedAt: "2026-11-28T00:00:00.000Z",
+        now,
+      });
+    const first = make("2026-11-28T00:00:00.000Z", true);
+    const routine = make("2026-11-28T00:01:00.000Z", true);
+    assert.equal(nodeCacheStateOf(routine)!.entries[0]!.completedAt, "2026-11-28T00:00:00.000Z");
+    assert.notEqual(nodeCacheStateOf(routine)!.updatedAt, nodeCacheStateOf(first)!.updatedAt);
+    assert.equal(stateShownChanged({ type: "update", old: first, object: routine, initial: false }), false);
+    // A change status shows (a pod left the node) does wake: the comparison above is not vacuous.
+    const notInUse = make("2026-11-28T00:01:00.000Z", false);
+    assert.equal(stateShownChanged({ type: "update", old: first, object: notInUse, initial: false }), true);
   });
 });
 
