@@ -21,6 +21,8 @@ export interface PlacedPod {
   /** Its init containers (cache-copy on the nodecache path) and how many ended Completed. */
   initContainers?: number;
   initCompleted?: number;
+  /** Seconds from its creation to its Ready condition (whole seconds, the API's resolution). */
+  readyAfter?: number;
 }
 
 export interface Placement {
@@ -35,6 +37,8 @@ export interface Placement {
   /** Pods with init containers, and those whose every init container ended Completed (kwok's pod-ready stage). */
   podsWithInitContainers: number;
   podsInitCompleted: number;
+  /** Creation -> Ready over the pods (kwok sets Ready once it sees the pod scheduled). */
+  readyAfter?: { p50: number; p90: number; max: number };
 }
 
 /** Where serving pods landed: pods per node and how each model's replicas spread. */
@@ -61,7 +65,18 @@ export function placementOf(pods: readonly PlacedPod[]): Placement {
     modelsSharingANode: nodesOfModel.size - distinct,
     podsWithInitContainers: withInit.length,
     podsInitCompleted: withInit.filter((p) => p.initCompleted === p.initContainers).length,
+    ...readiness(pods),
   };
+}
+
+function readiness(pods: readonly PlacedPod[]): Pick<Placement, "readyAfter"> {
+  const after = pods
+    .map((p) => p.readyAfter)
+    .filter((s) => s !== undefined)
+    .sort((a, b) => a - b);
+  if (after.length === 0) return {};
+  const at = (q: number) => after[Math.min(after.length - 1, Math.floor(q * after.length))]!;
+  return { readyAfter: { p50: at(0.5), p90: at(0.9), max: after.at(-1)! } };
 }
 
 /** A serving pod (a ReplicaSet's, not a download Job's) as a {@link PlacedPod}, else undefined. */
@@ -71,8 +86,14 @@ export function servingPod(pod: Readonly<KubeObject>, modelLabel: string): Place
   if (!model || owner !== "ReplicaSet") return undefined;
   const { spec, status } = pod as {
     spec?: { nodeName?: string; initContainers?: unknown[] };
-    status?: { initContainerStatuses?: { state?: { terminated?: { reason?: string } } }[] };
+    status?: {
+      initContainerStatuses?: { state?: { terminated?: { reason?: string } } }[];
+      conditions?: { type: string; status: string; lastTransitionTime?: string }[];
+    };
   };
+  const ready = status?.conditions?.find((c) => c.type === "Ready" && c.status === "True");
+  const created = Date.parse(pod.metadata.creationTimestamp ?? "");
+  const readyAt = Date.parse(ready?.lastTransitionTime ?? "");
   return {
     model,
     node: spec?.nodeName,
@@ -80,6 +101,7 @@ export function servingPod(pod: Readonly<KubeObject>, modelLabel: string): Place
     initCompleted: (status?.initContainerStatuses ?? []).filter(
       (s) => s.state?.terminated?.reason === "Completed",
     ).length,
+    ...(Number.isNaN(created) || Number.isNaN(readyAt) ? {} : { readyAfter: (readyAt - created) / 1000 }),
   };
 }
 

@@ -155,7 +155,10 @@ export function summary(r: OperatorBenchResult): string {
   const p = r.placement;
   if (p)
     lines.push(
-      `placement: ${Object.values(p.podsByNode).reduce((a, b) => a + b, 0)} serving pods on ${p.nodes} nodes, ${p.minPerNode}-${p.maxPerNode} per node ${JSON.stringify(p.podsByNode)}; models with every replica on its own node ${p.modelsOnDistinctNodes}, with two or more on one node ${p.modelsSharingANode}; pods with init containers ${p.podsWithInitContainers}, every one Completed in ${p.podsInitCompleted}`,
+      `placement: ${Object.values(p.podsByNode).reduce((a, b) => a + b, 0)} serving pods on ${p.nodes} nodes, ${p.minPerNode}-${p.maxPerNode} per node ${JSON.stringify(p.podsByNode)}; models with every replica on its own node ${p.modelsOnDistinctNodes}, with two or more on one node ${p.modelsSharingANode}; pods with init containers ${p.podsWithInitContainers}, every one Completed in ${p.podsInitCompleted}` +
+        (p.readyAfter
+          ? `; pod creation -> Ready p50 ${p.readyAfter.p50}s p90 ${p.readyAfter.p90}s max ${p.readyAfter.max}s`
+          : ""),
     );
   const cs = r.cacheState;
   if (cs)

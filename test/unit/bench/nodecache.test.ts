@@ -23,7 +23,7 @@ describe("the nodecache path's placement", () => {
       { model: "b", node: "n1" },
       { model: "b", node: "n1" },
       { model: "c", node: undefined, initContainers: 1, initCompleted: 0 },
-      { model: "d", node: "n2", initContainers: 1, initCompleted: 1 },
+      { model: "d", node: "n2", initContainers: 1, initCompleted: 1, readyAfter: 4 },
     ]);
     assert.deepEqual(p.podsByNode, { "-": 1, n1: 3, n2: 2, n3: 1 });
     assert.equal(p.nodes, 3);
@@ -33,6 +33,7 @@ describe("the nodecache path's placement", () => {
     assert.equal(p.modelsSharingANode, 1);
     assert.equal(p.podsWithInitContainers, 2);
     assert.equal(p.podsInitCompleted, 1);
+    assert.deepEqual(p.readyAfter, { p50: 4, p90: 4, max: 4 });
   });
 
   it("takes a ReplicaSet's pod and leaves a download Job's out", () => {
@@ -40,15 +41,24 @@ describe("the nodecache path's placement", () => {
     const pod = (kind: string) => ({
       apiVersion: "v1",
       kind: "Pod",
-      metadata: { name: "p", labels: { [label]: "m-1" }, ownerReferences: [{ kind, name: "o" }] },
+      metadata: {
+        name: "p",
+        labels: { [label]: "m-1" },
+        ownerReferences: [{ kind, name: "o" }],
+        creationTimestamp: "2026-11-28T00:00:01Z",
+      },
       spec: { nodeName: "kwok-node-2", initContainers: [{ name: "cache-copy" }] },
-      status: { initContainerStatuses: [{ state: { terminated: { reason: "Completed", exitCode: 0 } } }] },
+      status: {
+        initContainerStatuses: [{ state: { terminated: { reason: "Completed", exitCode: 0 } } }],
+        conditions: [{ type: "Ready", status: "True", lastTransitionTime: "2026-11-28T00:00:04Z" }],
+      },
     });
     assert.deepEqual(servingPod(pod("ReplicaSet") as never, label), {
       model: "m-1",
       node: "kwok-node-2",
       initContainers: 1,
       initCompleted: 1,
+      readyAfter: 3,
     });
     assert.equal(servingPod(pod("Job") as never, label), undefined);
   });
