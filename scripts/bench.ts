@@ -115,6 +115,10 @@ async function main(): Promise<number> {
       );
   const replicas = positive("replicas", flags.replicas);
   const pairCount = positive("pairs", flags.pairs);
+  if (pairCount > 1 && paths.includes("nodecache"))
+    throw new Error(
+      `--pairs ${pairCount} pairs converge with the floor, which the nodecache path has none of; compare it with --path download,nodecache instead`,
+    );
   if (pairCount > 1 && !(series.has("converge") && series.has("floor")))
     throw new Error(
       `--pairs ${pairCount} needs the converge and floor series (--series ${[...series].join(",")})`,
