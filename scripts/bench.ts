@@ -5,6 +5,7 @@
  *
  *   npm run bench                                  # N=100, every series, image path
  *   npm run bench -- --path both --models 300      # image path, then download path
+ *   npm run bench -- --path nodecache --models 500 --replicas 3 --nodes 10   # storage.mode NodeCache
  *   npm run bench -- --models 1000 --json          # last line: one JSON object
  *   npm run bench -- --models 1000 --series converge,floor --memory 1000,10000
  *   npm run bench -- --models 1000 --series converge,floor --pairs 4 --memory ""   # the ratio as a median of 4
@@ -19,6 +20,8 @@ import {
   allPaths,
   allSeries,
   type BenchPath,
+  downloads,
+  knownPaths,
   type OperatorBenchResult,
   type PairFigures,
   pairFigures,
@@ -38,7 +41,14 @@ const help = `Usage: npm run bench -- [flags]
 
   --models N          MLModels to create at once (default 100)
   --path PATH         image (Deployment + Service), download (PVC, download Job, then Deployment
-                      + Service; volumes made by the bench beforehand), or both (default image)
+                      + Service; volumes made by the bench beforehand), both (image, then
+                      download), or nodecache (storage.mode NodeCache: no claim, a download Job,
+                      serving pods filled by a cache-copy init container; the operator is given a
+                      node cache URL nothing answers; no floor), or a comma-separated list run one
+                      after the other on the same cluster, e.g. download,nodecache (default image)
+  --replicas N        spec.replicas of every model (default 1)
+  --nodes N           exactly N fake nodes in the private control plane, each taking its share
+                      of the pods (default: as many 110-pod nodes as the pods need, and one more)
   --json              print one JSON object as the last line
   --kubeconfig PATH   use this cluster (default: $KUBECONFIG if set, else a private local control plane)
   --series LIST       comma-separated: ${allSeries.join(",")} (default: all), or first-inference
@@ -59,6 +69,8 @@ function parse() {
     options: {
       models: { type: "string", default: "100" },
       path: { type: "string", default: "image" },
+      replicas: { type: "string", default: "1" },
+      nodes: { type: "string" },
       json: { type: "boolean", default: false },
       kubeconfig: { type: "string" },
       series: { type: "string", default: allSeries.join(",") },
@@ -95,14 +107,18 @@ async function main(): Promise<number> {
     if (!allSeries.includes(s))
       throw new Error(`--series: unknown "${s}"; known: ${[...allSeries, firstInference].join(", ")}`);
   const models = positive("models", flags.models);
-  const paths: BenchPath[] =
-    flags.path === "both"
-      ? allPaths
-      : allPaths.includes(flags.path as BenchPath)
-        ? [flags.path as BenchPath]
-        : [];
-  if (paths.length === 0) throw new Error(`--path "${flags.path}" must be image, download or both`);
+  const paths: BenchPath[] = flags.path === "both" ? allPaths : (flags.path.split(",") as BenchPath[]);
+  for (const path of paths)
+    if (!knownPaths.includes(path))
+      throw new Error(
+        `--path "${flags.path}": "${path}" is not a path; give image, download, nodecache, a comma-separated list of them, or both`,
+      );
+  const replicas = positive("replicas", flags.replicas);
   const pairCount = positive("pairs", flags.pairs);
+  if (pairCount > 1 && paths.includes("nodecache"))
+    throw new Error(
+      `--pairs ${pairCount} pairs converge with the floor, which the nodecache path has none of; compare it with --path download,nodecache instead`,
+    );
   if (pairCount > 1 && !(series.has("converge") && series.has("floor")))
     throw new Error(
       `--pairs ${pairCount} needs the converge and floor series (--series ${[...series].join(",")})`,
@@ -126,7 +142,8 @@ async function main(): Promise<number> {
     kubeconfig: flags.kubeconfig ?? process.env.KUBECONFIG,
     // Floor and operator pods never coexist (the floor namespace is emptied first); a download
     // model also has its download pod, done but not deleted until its content is replaced.
-    pods: paths.includes("download") ? models * 2 : models,
+    pods: models * replicas + (paths.some(downloads) ? models : 0),
+    ...(flags.nodes !== undefined ? { nodes: positive("nodes", flags.nodes) } : {}),
     log,
   });
   // Ctrl-C still stops the private control plane (and, through process exit, the operator).
@@ -148,6 +165,7 @@ async function main(): Promise<number> {
         memoryPoints,
         series: pathSeries,
         clientParallelism: positive("parallel", flags.parallel),
+        replicas,
         nodeFlags: flags["node-flags"].split(/\s+/).filter(Boolean),
         log,
       };

@@ -33,13 +33,34 @@ export function nodesFor(pods: number): number {
 export async function benchCluster(opts: {
   kubeconfig?: string;
   pods: number;
+  /**
+   * Exactly this many fake nodes, each taking its share of `pods` (and at least podsPerNode);
+   * private control plane only. Default: as many 110-pod nodes as `pods` need, and one more.
+   */
+  nodes?: number;
   log: (line: string) => void;
 }): Promise<BenchCluster> {
-  if (opts.kubeconfig) return existingCluster(opts.kubeconfig, opts.pods, opts.log);
+  if (opts.kubeconfig) {
+    if (opts.nodes !== undefined)
+      throw new Error(
+        `--nodes ${opts.nodes} sets the fake nodes of the private control plane; with --kubeconfig the bench adds capacity to the cluster's own (drop --nodes or --kubeconfig)`,
+      );
+    return existingCluster(opts.kubeconfig, opts.pods, opts.log);
+  }
   const dir = mkdtempSync(join(tmpdir(), "mlmodel-bench-"));
-  opts.log(`starting a private local control plane with ${nodesFor(opts.pods)} fake nodes`);
-  const state = await up({ dir, nodes: nodesFor(opts.pods), stopWhenGone: process.pid });
+  const nodes = opts.nodes ?? nodesFor(opts.pods);
+  opts.log(`starting a private local control plane with ${nodes} fake nodes`);
+  const state = await up({
+    dir,
+    nodes: opts.nodes === undefined ? nodes : 0,
+    stopWhenGone: process.pid,
+  });
   const kc = loadKubeConfig(state.kubeconfig);
+  if (opts.nodes !== undefined) {
+    const admin = KubeClient.fromKubeConfig(kc);
+    for (let i = 0; i < opts.nodes; i++)
+      await admin.create(builtinKinds.Node, sizedFakeNode(i, podsOnEach(opts.pods, opts.nodes)));
+  }
   return {
     kubeconfigPath: state.kubeconfig,
     kubeConfig: kc,
@@ -112,6 +133,19 @@ async function addNodeCapacity(
   }
   if (added.length) log(`added ${added.length} fake nodes for ${pods} pods`);
   return added;
+}
+
+/** Pods each of `nodes` nodes must take for `pods` in all, with a tenth to spare (and at least podsPerNode). */
+export function podsOnEach(pods: number, nodes: number): number {
+  const share = Math.ceil(pods / nodes);
+  return Math.max(podsPerNode, share + Math.ceil(share / 10));
+}
+
+/** Fake node i (as `mlmodel cluster up` makes it) taking `pods` pods. */
+function sizedFakeNode(index: number, pods: number): KubeObject {
+  const node = fakeNode(index);
+  const capacity = { ...node.status!.capacity, pods: String(pods) };
+  return { ...node, status: { ...node.status, capacity, allocatable: capacity } } as unknown as KubeObject;
 }
 
 /** A TCP port free on loopback now (for the operator's metrics and probes). */

@@ -8,6 +8,10 @@
  *   download: the same image with a model URI: MLModel -> PVC (bound to a volume made before
  *             the timed part) -> download Job (+ ServiceAccount, Role, RoleBinding; kwok
  *             completes its pod) -> Deployment + Service -> Pod -> Ready
+ *   nodecache: the download path with `storage.mode: NodeCache`, the operator given a node cache
+ *             URL that nothing answers: no claim; the download Job (kwok completes its pod) ->
+ *             Deployment (cache-copy init container, spread over nodes) + Service -> Pods ->
+ *             Ready; then the agents' state ConfigMaps written by hand (series cache-state)
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
@@ -16,6 +20,8 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
+import { defaultOperatorNamespace } from "../../src/install/manifests.ts";
+import { cacheKey } from "../../src/nodecache/contract.ts";
 import { labels } from "../../src/operator/names.ts";
 import { apiVersionOf, builtinKinds, type KubeClient, type KubeObject } from "../../src/runtime/index.ts";
 import { type AuditMark, type AuditWrites, auditOffset, writesSince } from "../lib/audit.ts";
@@ -24,6 +30,15 @@ import { diff, type Sample, sumBy, total } from "../lib/prometheus.ts";
 import { inParallel, median, type Percentiles, percentiles, round } from "../lib/stats.ts";
 import { type BenchPath, type FloorResult, floor } from "./floor.ts";
 import { measureStoreCost, type StoreCost } from "./memory.ts";
+import {
+  agentStateConfigMap,
+  benchNodeCacheUrl,
+  type PlacedPod,
+  type Placement,
+  placementOf,
+  servingPod,
+  splitStatusWrites,
+} from "./nodecache.ts";
 import {
   imageNodeOptions,
   type OperatorProcess,
@@ -35,10 +50,22 @@ import { Tracker } from "./tracker.ts";
 import { leavingVolumes, provideVolumes, removeVolumes, volumesGone } from "./volumes.ts";
 
 export type { BenchPath } from "./floor.ts";
+/** The paths `--path both` runs. */
 export const allPaths: BenchPath[] = ["image", "download"];
+export const knownPaths: BenchPath[] = ["image", "download", "nodecache"];
+/** The paths whose models are downloaded (a Job, then the serving pods). */
+export const downloads = (path: BenchPath) => path !== "image";
 
-export type SeriesName = "converge" | "floor" | "steady" | "update" | "delete" | "memory";
-export const allSeries: SeriesName[] = ["converge", "floor", "steady", "update", "delete", "memory"];
+export type SeriesName = "converge" | "floor" | "steady" | "cache-state" | "update" | "delete" | "memory";
+export const allSeries: SeriesName[] = [
+  "converge",
+  "floor",
+  "steady",
+  "cache-state",
+  "update",
+  "delete",
+  "memory",
+];
 
 export interface OperatorBenchOptions {
   models: number;
@@ -53,6 +80,8 @@ export interface OperatorBenchOptions {
   clientParallelism: number;
   /** Extra Node flags for the operator process (e.g. --cpu-prof --cpu-prof-dir=DIR). */
   nodeFlags?: string[];
+  /** spec.replicas of every model (default 1). */
+  replicas?: number;
   /** The floor before the operator's series (pairs alternate the order: see scripts/bench.ts). */
   floorFirst?: boolean;
   log: (line: string) => void;
@@ -204,6 +233,37 @@ export interface OperatorBenchResult {
   update?: UpdateResult;
   delete?: DeleteResult;
   memory?: MemoryResult;
+  /** spec.replicas of every model. */
+  replicas?: number;
+  /** Where the serving pods were when the last model was Ready. */
+  placement?: Placement;
+  cacheState?: CacheStateResult;
+}
+
+/**
+ * What the agents' reports cost: one state ConfigMap per node written by hand, each listing
+ * every model's key, then the time until every model's status.cache lists every node, and the
+ * operator's reconciles and writes meanwhile (children's writes: the goal is none).
+ */
+export interface CacheStateResult {
+  configMaps: number;
+  keysPerConfigMap: number;
+  /** Until every model's status.cache listed every node (then a quiet window, below). */
+  seconds: number;
+  quietSeconds: number;
+  modelsShowingEveryNode: number;
+  reconciles: number;
+  reconcilesPerModel: number;
+  requestsByVerb: Record<string, number>;
+  cpuSeconds: number;
+  auditStatusWrites?: number;
+  /** Audit-logged writes other than the models' status (children, Events): the goal is none but Events. */
+  auditOtherWrites?: Record<string, number>;
+  /**
+   * Then the same ConfigMaps again with only the times of use and of the report moved (an
+   * agent's routine report): reconciles and audit-logged writes until quiet (the goal: none).
+   */
+  routineReport?: { reconciles: number; auditWrites?: number };
 }
 
 /** One converge + floor pair of a --pairs run: both on the same cluster, back to back. */
@@ -260,11 +320,18 @@ export function benchModel(
   run: string,
   extra: Partial<MLModel["spec"]> = {},
   path: BenchPath = "image",
+  replicas = 1,
 ): MLModel {
-  const model =
+  // A URI per model: on the nodecache path each model is its own cache entry (key).
+  const model = downloads(path)
+    ? { uri: `https://models.example.com/bench/${name}.tar.gz`, version: "1" }
+    : { path: "/models/bench", version: "1" };
+  const storage =
     path === "download"
-      ? { uri: "https://models.example.com/bench/model.tar.gz", version: "1" }
-      : { path: "/models/bench", version: "1" };
+      ? { storage: { size: "1Gi" } }
+      : path === "nodecache"
+        ? { storage: { size: "1Gi", mode: "NodeCache" } }
+        : {};
   return {
     apiVersion: apiVersionOf(mlModelKind),
     kind: "MLModel",
@@ -272,9 +339,9 @@ export function benchModel(
     spec: {
       image: "registry.example.com/bench/model:1",
       model,
-      replicas: 1,
+      replicas,
       endpoint: { protocol: "REST", restPort: 8080 },
-      ...(path === "download" ? { storage: { size: "1Gi" } } : {}),
+      ...storage,
       ...extra,
     },
   } as MLModel;
@@ -403,7 +470,7 @@ async function converge(
   const ready = tracker.until(names, (m) => servesCurrentSpec(m), liveness(n));
   const started = await createModels(
     cluster.admin,
-    names.map((name) => benchModel(name, namespace, namespace, {}, opts.path)),
+    names.map((name) => benchModel(name, namespace, namespace, {}, opts.path, opts.replicas)),
     opts.clientParallelism,
   );
   const reached = await ready;
@@ -499,6 +566,148 @@ async function steady(
     });
   }
   return result;
+}
+
+/** Every serving pod in `namespace` (paged): the model it serves and its node. */
+async function servingPods(admin: KubeClient, namespace: string): Promise<PlacedPod[]> {
+  const pods: PlacedPod[] = [];
+  let page: string | undefined;
+  do {
+    const res = await admin.list(builtinKinds.Pod, {
+      namespace,
+      labelSelector: labels.model,
+      limit: 500,
+      ...(page ? { continue: page } : {}),
+    });
+    for (const pod of res.items) {
+      const placed = servingPod(pod, labels.model);
+      if (placed) pods.push(placed);
+    }
+    page = res.continue;
+  } while (page);
+  return pods;
+}
+
+async function placement(admin: KubeClient, namespace: string): Promise<Placement> {
+  return placementOf(await servingPods(admin, namespace));
+}
+
+/** The fake (kwok) nodes, by name. */
+async function fakeNodes(admin: KubeClient): Promise<string[]> {
+  const { items } = await admin.list(builtinKinds.Node);
+  return items
+    .filter((n) => n.metadata.annotations?.["kwok.x-k8s.io/node"] === "fake")
+    .map((n) => n.metadata.name!)
+    .sort();
+}
+
+/** Seconds without a reconcile that end the cache-state series once every model shows every node. */
+const cacheStateQuietSeconds = 5;
+
+/**
+ * The agents' reports: one state ConfigMap per node in the node cache's namespace, each listing
+ * every model's key (in use where a pod of the model runs on that node), written at once as
+ * agents starting together would; then until every model's status.cache lists every node and
+ * the operator is quiet. Counts reconciles, requests and audit-logged writes meanwhile.
+ */
+async function cacheState(
+  cluster: BenchCluster,
+  operator: OperatorProcess,
+  namespace: string,
+  names: string[],
+  tracker: Tracker<MLModel>,
+): Promise<CacheStateResult> {
+  const { admin } = cluster;
+  const nodes = await fakeNodes(admin);
+  const keyOf = new Map(
+    names.map((name) => [
+      name,
+      cacheKey(benchModel(name, namespace, namespace, {}, "nodecache").spec.model.uri!),
+    ]),
+  );
+  const keys = [...keyOf.values()];
+  const used = new Set((await servingPods(admin, namespace)).map((p) => `${p.node}/${keyOf.get(p.model)}`));
+  const completedAt = new Date().toISOString();
+  const states = (now: string) =>
+    nodes.map((node) =>
+      agentStateConfigMap({
+        node,
+        namespace: defaultOperatorNamespace,
+        keys,
+        originNode: nodes[0]!,
+        inUse: (key) => used.has(`${node}/${key}`),
+        size: 100 * 2 ** 20,
+        completedAt,
+        now,
+      }),
+    );
+  const configMaps = states(completedAt);
+  // Applied, not created: a state a stopped run left behind is replaced, as an agent replaces its own.
+  const report = (cms: typeof configMaps) =>
+    Promise.all(
+      cms.map((cm) => admin.apply(builtinKinds.ConfigMap, cm, { fieldManager: "bench-agent", force: true })),
+    );
+  const before = await operator.metrics();
+  const cpuBefore = operator.stats().cpuSeconds;
+  const audit = cluster.auditLog ? auditOffset(cluster.auditLog) : undefined;
+  const t0 = performance.now();
+  const shown = tracker.until(
+    names,
+    (m) => m.status?.cache?.nodesCached === nodes.length,
+    liveness(names.length),
+  );
+  await report(configMaps);
+  const reached = await shown;
+  const seconds_ = seconds(Math.max(...reached.values()) - t0);
+  await reconcilesQuiet(operator);
+  const after = await operator.metrics();
+  const cpuSeconds = operator.stats().cpuSeconds - cpuBefore;
+  const reconciles =
+    total(after, "controller_runtime_reconcile_total") - total(before, "controller_runtime_reconcile_total");
+  const writes = cluster.auditLog && audit ? writesSince(cluster.auditLog, audit, operatorUser) : undefined;
+  const split = writes ? splitStatusWrites(writes.byVerbResource) : undefined;
+  // The agents' routine report: the same entries, only the times of use and of the report moved.
+  const routineAudit = cluster.auditLog ? auditOffset(cluster.auditLog) : undefined;
+  await report(states(new Date(Date.now() + 60_000).toISOString()));
+  await reconcilesQuiet(operator);
+  const afterRoutine = await operator.metrics();
+  const routineWrites =
+    cluster.auditLog && routineAudit ? writesSince(cluster.auditLog, routineAudit, operatorUser) : undefined;
+  await Promise.all(
+    configMaps.map((cm) =>
+      admin.delete(builtinKinds.ConfigMap, { namespace: defaultOperatorNamespace, name: cm.metadata.name! }),
+    ),
+  );
+  return {
+    configMaps: configMaps.length,
+    keysPerConfigMap: keys.length,
+    seconds: round(seconds_)!,
+    quietSeconds: cacheStateQuietSeconds,
+    modelsShowingEveryNode: reached.size,
+    reconciles,
+    reconcilesPerModel: round(reconciles / names.length)!,
+    requestsByVerb: diff(requestsByVerb(after), requestsByVerb(before)),
+    cpuSeconds: round(cpuSeconds)!,
+    ...(split ? { auditStatusWrites: split.status, auditOtherWrites: split.other } : {}),
+    routineReport: {
+      reconciles:
+        total(afterRoutine, "controller_runtime_reconcile_total") -
+        total(after, "controller_runtime_reconcile_total"),
+      ...(routineWrites ? { auditWrites: routineWrites.total } : {}),
+    },
+  };
+}
+
+/** Waits until the operator's reconcile count stays the same for cacheStateQuietSeconds. */
+async function reconcilesQuiet(operator: OperatorProcess): Promise<void> {
+  const reconcileTotal = async () => total(await operator.metrics(), "controller_runtime_reconcile_total");
+  let last = await reconcileTotal();
+  for (let quiet = 0; quiet < cacheStateQuietSeconds; ) {
+    await sleep(1000);
+    const now = await reconcileTotal();
+    quiet = now === last ? quiet + 1 : 0;
+    last = now;
+  }
 }
 
 /** The operator's Events in `namespace`, by reason, with their series counts. */
@@ -753,11 +962,14 @@ export async function runOperatorBench(
     path: opts.path,
     concurrency: opts.concurrency,
     machine: machine(cluster, opts.nodeFlags),
+    ...(opts.replicas && opts.replicas > 1 ? { replicas: opts.replicas } : {}),
     ...(opts.floorFirst ? { floorFirst: true } : {}),
   };
   const kubeconfig = await operatorKubeconfig(admin, cluster.kubeConfig, work);
   const runId = randomBytes(3).toString("hex");
+  /** Only the download path's claims need volumes: the nodecache path makes no claim. */
   const download = opts.path === "download";
+  const nodeCache = opts.path === "nodecache";
   /**
    * A namespace of the run: created once the earlier ones are gone, given volumes on the
    * download path before anything is timed.
@@ -782,7 +994,11 @@ export async function runOperatorBench(
   const needsOperator = ["converge", "steady", "update", "delete"].some((s) =>
     opts.series.has(s as SeriesName),
   );
-  const runFloor = opts.series.has("floor");
+  const runFloor = opts.series.has("floor") && !nodeCache;
+  if (opts.series.has("floor") && nodeCache)
+    opts.log(
+      "floor: not built for the nodecache path; compare it with --path download, operator to operator",
+    );
   /** The operator's series, on a namespace of their own. */
   const operatorSeries = async () => {
     const ns = `bench-op-${runId}`;
@@ -793,6 +1009,7 @@ export async function runOperatorBench(
       concurrency: opts.concurrency,
       logFile: join(work, "operator.log"),
       nodeFlags: opts.nodeFlags,
+      ...(nodeCache ? { nodeCache: { url: benchNodeCacheUrl, namespace: defaultOperatorNamespace } } : {}),
     });
     opts.log(`operator: pid ${operator.pid}, log ${join(work, "operator.log")}`);
     const tracker = new Tracker<MLModel>(admin, mlModelKind, ns);
@@ -805,6 +1022,8 @@ export async function runOperatorBench(
       // Said now, not only in the summary at the end: a long run (N = 10,000 took 93 minutes)
       // stopped before its floor would otherwise lose them.
       opts.log(`converge figures: ${convergeFigures(result.converge)}`);
+      result.placement = await placement(admin, ns);
+      opts.log(`placement: ${JSON.stringify(result.placement)}`);
       if (opts.series.has("steady")) {
         opts.log(`steady: idle for ${opts.idleSeconds}s from ${settleMs / 1000}s after the last Ready`);
         result.steady = await steady(cluster, operator, opts.idleSeconds, {
@@ -813,6 +1032,11 @@ export async function runOperatorBench(
         });
       }
       result.events = await eventTally(admin, ns);
+      if (nodeCache && opts.series.has("cache-state")) {
+        opts.log("cache-state: one agent state ConfigMap per node, each listing every model's key");
+        result.cacheState = await cacheState(cluster, operator, ns, names, tracker);
+        opts.log(`cache-state: ${JSON.stringify(result.cacheState)}`);
+      }
       if (opts.series.has("update")) {
         opts.log("update: new model version for every 10th model");
         result.update = await updateWave(admin, cluster.auditLog, operator, ns, names, opts, tracker);
@@ -835,7 +1059,7 @@ export async function runOperatorBench(
     result.floor = await floor(
       admin,
       ns,
-      names.map((name) => benchModel(name, ns, ns, {}, opts.path)),
+      names.map((name) => benchModel(name, ns, ns, {}, opts.path, opts.replicas)),
       {
         concurrency: opts.concurrency,
         clientParallelism: opts.clientParallelism,

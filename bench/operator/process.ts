@@ -85,6 +85,11 @@ export async function startOperatorProcess(opts: {
   logFile: string;
   /** Extra Node flags, e.g. --cpu-prof (profiles), before the script. */
   nodeFlags?: string[];
+  /**
+   * The node cache, as the operator finds it when installed with it: its URL (--node-cache-url)
+   * and its namespace ($POD_NAMESPACE, also watched: the agents' state ConfigMaps are there).
+   */
+  nodeCache?: { url: string; namespace: string };
 }): Promise<OperatorProcess> {
   const [metricsPort, healthPort] = [await freePort(), await freePort()];
   const log = openSync(opts.logFile, "a");
@@ -98,7 +103,11 @@ export async function startOperatorProcess(opts: {
     ...process.env,
     NODE_OPTIONS: imageNodeOptions(),
     NODE_COMPILE_CACHE: process.env["NODE_COMPILE_CACHE"] || join(tmpdir(), "node-compile-cache"),
+    ...(opts.nodeCache ? { POD_NAMESPACE: opts.nodeCache.namespace } : {}),
   };
+  const nodeCacheFlags = opts.nodeCache
+    ? ["--node-cache-url", opts.nodeCache.url, "--namespace", opts.nodeCache.namespace]
+    : [];
   const cacheFlags = (opts.nodeFlags ?? []).filter((f) => !/^--(cpu-prof|heap|diagnostic-dir)/.test(f));
   spawnSync(process.execPath, [...cacheFlags, launcher, "operator", "--help"], { stdio: "ignore", env });
   const child = spawn(
@@ -117,6 +126,7 @@ export async function startOperatorProcess(opts: {
       `127.0.0.1:${metricsPort}`,
       "--health-probe-bind-address",
       `127.0.0.1:${healthPort}`,
+      ...nodeCacheFlags,
       "--log-level",
       "warn",
     ],

@@ -51,7 +51,8 @@ export function writeResults(r: OperatorBenchResult, dir = resultsDir): string[]
   };
   const n = r.models;
   // Image-path files keep their names (and feed scaling.svg); the download path's are tagged.
-  const tag = r.path === "download" ? `download-n${n}` : `n${n}`;
+  const replicas = r.replicas && r.replicas > 1 ? `-r${r.replicas}` : "";
+  const tag = r.path === "image" ? `n${n}${replicas}` : `${r.path}-n${n}${replicas}`;
   const json = `${JSON.stringify(JSON.parse(jsonLine(r)), null, 2)}\n`;
   // A memory-only run must not replace the converge figures of its N.
   if (r.converge || r.floor) file(`operator-${tag}.json`, json);
@@ -150,6 +151,25 @@ export function summary(r: OperatorBenchResult): string {
   if (c?.auditWritesPerModel)
     lines.push(
       `  audit-logged writes/model until the last Ready: ${c.auditWritesPerModelTotal} ${JSON.stringify(c.auditWritesPerModel)}`,
+    );
+  const p = r.placement;
+  if (p)
+    lines.push(
+      `placement: ${Object.values(p.podsByNode).reduce((a, b) => a + b, 0)} serving pods on ${p.nodes} nodes, ${p.minPerNode}-${p.maxPerNode} per node ${JSON.stringify(p.podsByNode)}; models with every replica on its own node ${p.modelsOnDistinctNodes}, with two or more on one node ${p.modelsSharingANode}; pods with init containers ${p.podsWithInitContainers}, every one Completed in ${p.podsInitCompleted}` +
+        (p.readyAfter
+          ? `; pod creation -> Ready p50 ${p.readyAfter.p50}s p90 ${p.readyAfter.p90}s max ${p.readyAfter.max}s`
+          : ""),
+    );
+  const cs = r.cacheState;
+  if (cs)
+    lines.push(
+      `cache-state: ${cs.configMaps} agent state ConfigMaps of ${cs.keysPerConfigMap} keys each; every model's status.cache listed every node after ${cs.seconds}s (${cs.modelsShowingEveryNode} models); ${cs.reconciles} reconciles (${cs.reconcilesPerModel}/model), requests ${JSON.stringify(cs.requestsByVerb)}, CPU ${cs.cpuSeconds}s` +
+        (cs.auditStatusWrites !== undefined
+          ? `; audit log: ${cs.auditStatusWrites} status writes, other writes ${JSON.stringify(cs.auditOtherWrites)}`
+          : "") +
+        (cs.routineReport
+          ? `; then a routine report (times only): ${cs.routineReport.reconciles} reconciles, ${cs.routineReport.auditWrites ?? "?"} audit-logged writes`
+          : ""),
     );
   if (r.floor)
     lines.push(
