@@ -34,6 +34,15 @@ export const nodeCacheDefaults = {
 
 /** The agents' ServiceAccount, Roles and Service share the Service's name. */
 const name = nodeCacheServiceName;
+
+/**
+ * The name of the agents' cluster-wide role and binding: one per namespace the node cache is
+ * installed in, so two installs (two Helm releases, a namespaced install beside another) do
+ * not claim the same cluster-scoped objects.
+ */
+export function clusterScopedName(namespace: string): string {
+  return `${name}-${namespace}`;
+}
 const labels = { ...nodeCacheComponentLabels, ...partOf };
 
 /**
@@ -113,14 +122,18 @@ export function nodeCacheManifests(options: NodeCacheOptions = {}): KubeObject[]
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "ClusterRole",
-      metadata: { name, labels },
+      metadata: { name: clusterScopedName(namespace), labels },
       rules: nodeCacheRules.cluster,
     } as KubeObject,
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "ClusterRoleBinding",
-      metadata: { name, labels },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
+      metadata: { name: clusterScopedName(namespace), labels },
+      roleRef: {
+        apiGroup: "rbac.authorization.k8s.io",
+        kind: "ClusterRole",
+        name: clusterScopedName(namespace),
+      },
       subjects: [subject],
     } as KubeObject,
     nodeCacheService(namespace),

@@ -71,6 +71,13 @@ describe("the node cache's install objects", () => {
       cluster.rules?.map((r) => [r.resources?.join(), r.verbs.join()]),
       [["pods", "list,watch"]],
     );
+    // Cluster-scoped, so named by the install's namespace: two installs do not claim one object.
+    const clusterScoped = (ns: string) =>
+      nodeCacheManifests({ namespace: ns })
+        .filter((o) => o.kind.startsWith("Cluster"))
+        .map((o) => o.metadata.name);
+    assert.deepEqual(clusterScoped("ops"), ["mlmodel-node-cache-ops", "mlmodel-node-cache-ops"]);
+    assert.deepEqual(clusterScoped("ops-2"), ["mlmodel-node-cache-ops-2", "mlmodel-node-cache-ops-2"]);
     const bindings = objects.filter((o) => o.kind.endsWith("Binding")) as unknown as {
       subjects: { name: string; namespace: string }[];
     }[];
