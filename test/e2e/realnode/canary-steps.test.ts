@@ -16,13 +16,10 @@
  * Zero requests fail throughout. Counts and order only: nothing asserts how long anything took.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
-import { recipeFor } from "../../../src/images/index.ts";
 import type { SampleModel } from "../../../src/images/sample-model.ts";
-import { OperatorProcess, operatorKubeconfig, waitReady } from "../../chaos/operator-process.ts";
-import { kubeConfig } from "../../harness/cluster.ts";
+import type { OperatorProcess } from "../../chaos/operator-process.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import type { Traffic } from "../../harness/traffic.ts";
 import { type CanaryUnderTraffic, canaryTraffic, figures, startCanaryTraffic } from "./canary-live.ts";
@@ -36,6 +33,7 @@ import {
   removeRealNodeBed,
   type StatusRecorder,
   sklearnModel,
+  startOperatorProcess,
   waitForModel,
 } from "./fixture.ts";
 import {
@@ -77,17 +75,7 @@ describe("canary steps under live traffic through operator SIGKILLs", {
       },
     } as Partial<MLModelSpec>);
 
-  /** A new operator process under the operator's own ServiceAccount; resolves once its caches synced. */
-  async function startOperator(): Promise<OperatorProcess> {
-    const op = await OperatorProcess.start({
-      kubeconfig: await operatorKubeconfig(bed.admin, kubeConfig(), operatorDir),
-      namespace: bed.ns.name,
-      logFile: join(operatorDir, "operator.log"),
-      downloaderImage: recipeFor("mlmodel").ref,
-    });
-    await waitReady(op);
-    return op;
-  }
+  const startOperator = () => startOperatorProcess(bed, operatorDir);
 
   const canaryOf = (m: MLModel): CanaryStatus | undefined => m.status?.canary;
 

@@ -35,11 +35,11 @@ import {
 } from "../../../src/cluster/index.ts";
 import { readNode, readyCondition } from "../../../src/cluster/node/node.ts";
 import { stopProcess } from "../../../src/cluster/process.ts";
-import { ensureImage, imageNames, recipeFor } from "../../../src/images/index.ts";
+import { ensureImage, imageNames } from "../../../src/images/index.ts";
 import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
-import { OperatorProcess, operatorKubeconfig, waitReady } from "../../chaos/operator-process.ts";
-import { kubeConfig, waitFor } from "../../harness/cluster.ts";
+import type { OperatorProcess } from "../../chaos/operator-process.ts";
+import { waitFor } from "../../harness/cluster.ts";
 import { realNodeDirEnv } from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { Traffic, versionClassifier } from "../../harness/traffic.ts";
@@ -55,6 +55,7 @@ import {
   realNodeBed,
   removeRealNodeBed,
   sklearnModel,
+  startOperatorProcess,
   waitForModel,
 } from "./fixture.ts";
 import {
@@ -195,16 +196,7 @@ describe("the data plane through control-plane faults on a real node", {
   const operatorDir = scratchDir("faults-operator");
   const figures: Record<string, unknown>[] = [];
 
-  async function startOperator(): Promise<OperatorProcess> {
-    const op = await OperatorProcess.start({
-      kubeconfig: await operatorKubeconfig(bed.admin, kubeConfig(), operatorDir),
-      namespace: bed.ns.name,
-      logFile: join(operatorDir, "operator.log"),
-      downloaderImage: recipeFor("mlmodel").ref,
-    });
-    await waitReady(op);
-    return op;
-  }
+  const startOperator = () => startOperatorProcess(bed, operatorDir);
 
   /**
    * Runs `fault` under the traffic and judges its window: from the fault's start until the node

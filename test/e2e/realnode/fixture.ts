@@ -5,6 +5,7 @@
  * MLServer image, and an HTTPS file server on the node's bridge whose CA the download Job trusts
  * through the model's credentials Secret (`ca.crt`, docs/downloader.md).
  */
+import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel, MLModelSpec } from "../../../src/api/mlmodel.ts";
@@ -20,6 +21,7 @@ import {
   trainSampleModel,
 } from "../../../src/images/sample-model.ts";
 import { builtinKinds } from "../../../src/runtime/index.ts";
+import { OperatorProcess, operatorKubeconfig, waitReady } from "../../chaos/operator-process.ts";
 import { kubeConfig, waitFor } from "../../harness/cluster.ts";
 import { type RealNodeCluster, useRealNodeCluster } from "../../harness/realnode.ts";
 import { type OperatorTestBed, operatorTestBed, removeTestBed } from "../operator/helpers.ts";
@@ -46,6 +48,21 @@ export async function realNodeBed(
 export async function removeRealNodeBed(bed: Partial<RealNodeBed>): Promise<void> {
   await bed.files?.stop();
   await removeTestBed(bed);
+}
+
+/**
+ * The operator as a process of its own (one a test can SIGKILL), under the operator's own
+ * ServiceAccount, watching the bed's namespace, logging into `dir`; resolves once its caches synced.
+ */
+export async function startOperatorProcess(bed: RealNodeBed, dir: string): Promise<OperatorProcess> {
+  const op = await OperatorProcess.start({
+    kubeconfig: await operatorKubeconfig(bed.admin, kubeConfig(), dir),
+    namespace: bed.ns.name,
+    logFile: join(dir, "operator.log"),
+    downloaderImage: recipeFor("mlmodel").ref,
+  });
+  await waitReady(op);
+  return op;
 }
 
 /** The file server's CA as the Secret the model's credentialsSecretRef names. */
