@@ -25,16 +25,8 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
-import {
-  type ClusterState,
-  down,
-  multiNodeDefaults,
-  nodeFault,
-  releaseRealNode,
-  reserveRealNode,
-  up,
-} from "../../../src/cluster/index.ts";
-import { ensureImage, recipeFor } from "../../../src/images/index.ts";
+import { type ClusterState, multiNodeDefaults, nodeFault } from "../../../src/cluster/index.ts";
+import { recipeFor } from "../../../src/images/index.ts";
 import {
   inferV2,
   type ModelFileServer,
@@ -45,6 +37,7 @@ import {
 import { leaseName } from "../../../src/operator/run.ts";
 import { type KubeClient, kubeLeaseClient, LeaderElector } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
+import { startOwnRealNodes, stopOwnRealNodes } from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";
 import { adminClient, podsOf, waitForPhase } from "../operator/helpers.ts";
@@ -85,19 +78,8 @@ describe("the operator's leader on a node that stops or is partitioned", {
 
   before(
     async () => {
-      await reserveRealNode(dir, { waitMs: nodeLockWaitMs, progress: log });
-      const images = [(await ensureImage("mlmodel")).archive, (await ensureImage("mlserver")).archive];
-      state = await up({
-        dir,
-        realNodes: 3,
-        images,
-        stopWhenGone: process.pid,
-        nodeLockWaitMs,
-        progress: log,
-      });
       // Every harness helper (kubeConfig, createNamespace, localCluster) on this cluster.
-      process.env.KUBECONFIG = state.kubeconfig;
-      process.env.MLMODEL_TEST_CLUSTER_DIR = dir;
+      state = await startOwnRealNodes(dir, 3, log);
       admin = await adminClient();
       operatorNs = await createNamespace("ha-operator", { podSecurity: "restricted" });
       modelsNs = await createNamespace("ha-models", { podSecurity: "restricted" });
@@ -154,8 +136,7 @@ describe("the operator's leader on a node that stops or is partitioned", {
   after(async () => {
     for (const line of figures) console.log(`# ${line}`);
     await files?.stop();
-    await down(dir).catch(() => {});
-    await releaseRealNode(dir);
+    await stopOwnRealNodes(dir);
   });
 
   async function applyModel(version: SampleModel & { uri: string }): Promise<number> {

@@ -23,18 +23,9 @@ import { after, before, describe, it } from "node:test";
 import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { mlModelKind } from "../../../src/api/kinds.ts";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
-import {
-  type ClusterState,
-  down,
-  memberOf,
-  nodeFault,
-  readFleetJournal,
-  releaseRealNode,
-  reserveRealNode,
-  up,
-} from "../../../src/cluster/index.ts";
+import { type ClusterState, memberOf, nodeFault, readFleetJournal } from "../../../src/cluster/index.ts";
 import { memberPathsAt } from "../../../src/cluster/node/config.ts";
-import { ensureImage, imageNames, recipeFor } from "../../../src/images/index.ts";
+import { recipeFor } from "../../../src/images/index.ts";
 import {
   inferV2,
   type ModelFileServer,
@@ -49,9 +40,9 @@ import { installNodeCache } from "../../../src/install/node-cache.ts";
 import { cacheKey, cacheKeyLabel } from "../../../src/nodecache/contract.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import { kubeConfig, waitFor } from "../../harness/cluster.ts";
+import { startOwnRealNodes, stopOwnRealNodes } from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { summarize, Traffic } from "../../harness/traffic.ts";
-import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";
 import { adminClient, type OperatorTestBed, operatorTestBed, removeTestBed } from "../operator/helpers.ts";
 import { caSecretName, sklearnModel } from "../realnode/fixture.ts";
 import { assertNoFailures, moreAnswers } from "../realnode/live-traffic.ts";
@@ -79,19 +70,7 @@ describe("models across nodes: the node cache on three real nodes", {
 
   before(
     async () => {
-      await reserveRealNode(dir, { waitMs: nodeLockWaitMs, progress: log });
-      const images: string[] = [];
-      for (const name of imageNames) images.push((await ensureImage(name)).archive);
-      state = await up({
-        dir,
-        realNodes: nodeCount,
-        images,
-        stopWhenGone: process.pid,
-        nodeLockWaitMs,
-        progress: log,
-      });
-      process.env.KUBECONFIG = state.kubeconfig;
-      process.env.MLMODEL_TEST_CLUSTER_DIR = dir;
+      state = await startOwnRealNodes(dir, nodeCount, log);
       const kc = new KubeConfig();
       kc.loadFromFile(state.kubeconfig);
       core = kc.makeApiClient(CoreV1Api);
@@ -143,8 +122,7 @@ describe("models across nodes: the node cache on three real nodes", {
   after(async () => {
     await files?.stop();
     if (bed) await removeTestBed(bed);
-    await down(dir).catch((err: Error) => console.error(`# down: ${err.message}`));
-    await releaseRealNode(dir).catch(() => {});
+    await stopOwnRealNodes(dir);
   });
 
   const originBytes = (model: Published) => files.bytesSent.get(model.path) ?? 0;

@@ -25,25 +25,16 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { CoreV1Api, DiscoveryV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { MLModel } from "../../../src/api/mlmodel.ts";
-import {
-  down,
-  readState,
-  releaseRealNode,
-  reserveRealNode,
-  restartComponent,
-  up,
-} from "../../../src/cluster/index.ts";
+import { readState, restartComponent } from "../../../src/cluster/index.ts";
 import { readNode, readyCondition } from "../../../src/cluster/node/node.ts";
 import { stopProcess } from "../../../src/cluster/process.ts";
-import { ensureImage, imageNames } from "../../../src/images/index.ts";
 import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
 import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import type { OperatorProcess } from "../../chaos/operator-process.ts";
 import { waitFor } from "../../harness/cluster.ts";
-import { realNodeDirEnv } from "../../harness/realnode.ts";
+import { startOwnRealNodes, stopOwnRealNodes } from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { Traffic, versionClassifier } from "../../harness/traffic.ts";
-import { nodeLockWaitMs } from "../../integration/realnode/harness.ts";
 import { getModel, podsOf } from "../operator/helpers.ts";
 import {
   applyCaSecret,
@@ -258,18 +249,7 @@ describe("the data plane through control-plane faults on a real node", {
 
   before(async () => {
     const progress = (line: string) => console.log(`# [cluster] ${line}`);
-    await reserveRealNode(clusterDir, { waitMs: nodeLockWaitMs, progress });
-    const images: string[] = [];
-    for (const image of imageNames) images.push((await ensureImage(image)).archive);
-    await up({
-      dir: clusterDir,
-      realNode: true,
-      images,
-      stopWhenGone: process.pid,
-      nodeLockWaitMs,
-      progress,
-    });
-    process.env[realNodeDirEnv] = clusterDir;
+    await startOwnRealNodes(clusterDir, 1, progress);
     bed = await realNodeBed("rn-faults");
     // The bed's in-process operator gives way to a process that can be SIGKILLed.
     await bed.operator.stop();
@@ -305,8 +285,7 @@ describe("the data plane through control-plane faults on a real node", {
       await removeRealNodeBed(bed);
     } finally {
       await releaseNode?.();
-      await down(clusterDir).catch((err: Error) => console.error(`# down: ${err.message}`));
-      await releaseRealNode(clusterDir).catch(() => {});
+      await stopOwnRealNodes(clusterDir);
     }
   });
 
