@@ -153,7 +153,11 @@ function nodeLifecycleLog(dir: string) {
       return log
         .text()
         .split("\n")
-        .filter((line) => /node_lifecycle|NodeNotReady|MarkPodsNotReady|not ready|Unknown/i.test(line))
+        .filter(
+          (line) =>
+            !line.includes("FLAG:") &&
+            /node_lifecycle|NodeNotReady|MarkPodsNotReady|not ready|Unknown/i.test(line),
+        )
         .slice(-8)
         .map((line) => line.slice(0, 300));
     },
