@@ -65,7 +65,9 @@ import {
   isOurs,
   type ProcessRecord,
   probe,
+  startAgain,
   startProcess,
+  startSupervised,
   stopProcess,
   waitUntil,
 } from "./process.ts";
@@ -406,7 +408,10 @@ function componentArgs(
       `--service-account-private-key-file=${pki("sa.key")}`,
       `--root-ca-file=${pki("ca.crt")}`,
       "--use-service-account-credentials=true",
-      "--leader-elect=false",
+      // Leader-elected as on real clusters, under a supervisor (supervise.ts): it exits when an
+      // API server outage outlasts its renew deadline, and its fresh start forgets the node
+      // leases it could not see renewed meanwhile.
+      "--leader-elect=true",
       "--controllers=*",
       // Faster than the defaults, so a test sees garbage collection and node status promptly.
       "--concurrent-gc-syncs=20",
@@ -526,6 +531,9 @@ const binaryOf: Record<ControlPlaneComponent, keyof BinaryPaths> = {
   "kube-scheduler": "kube-scheduler",
   kwok: "kwok",
 };
+
+/** The components that run under a supervisor (supervise.ts), which starts them again when they exit. */
+const supervisedComponents: readonly ControlPlaneComponent[] = ["kube-controller-manager"];
 
 async function writeMaterial(dir: string, ports: Ports, realNode?: RealNodeIdentity): Promise<string> {
   const pki = await generatePki(realNode);
@@ -693,7 +701,8 @@ async function startCluster(
   const server = await writeMaterial(dir, ports, realNode);
   const args = componentArgs(dir, ports, realNode);
   const start = (component: ControlPlaneComponent) => {
-    const record = startProcess(
+    const launch = supervisedComponents.includes(component) ? startSupervised : startProcess;
+    const record = launch(
       component,
       paths[binaryOf[component]],
       args[component],
@@ -1045,13 +1054,7 @@ export async function restartComponent(
   }
   await stopProcess(old);
   if (options.downtimeMs) await new Promise((r) => setTimeout(r, options.downtimeMs));
-  const record = startProcess(
-    component,
-    old.binary,
-    old.args,
-    old.log,
-    restartEnvironment(component, process.env),
-  );
+  const record = startAgain(old, restartEnvironment(component, process.env));
   state.processes = replaceRecord(state.processes, old, record);
   await writeState(dir, state);
   if (journal) {

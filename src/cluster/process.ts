@@ -8,6 +8,7 @@ import { openSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
+import { fileURLToPath } from "node:url";
 import { isAlive } from "./binaries.ts";
 import type { Component } from "./versions.ts";
 
@@ -17,6 +18,11 @@ export interface ProcessRecord<C extends Component = Component> {
   binary: string;
   args: string[];
   log: string;
+  /**
+   * The pid leads a process group that is stopped as a whole: a supervisor (supervise.ts) and
+   * the program it restarts, which a signal to the supervisor alone could leave running.
+   */
+  group?: true;
 }
 
 export class ComponentError extends Error {
@@ -51,6 +57,30 @@ export function startProcess<C extends Component>(
   child.unref();
   if (child.pid === undefined) throw new ComponentError(component, log, "could not be started");
   return { component, pid: child.pid, binary, args, log };
+}
+
+const supervisorScript = fileURLToPath(new URL("./supervise.ts", import.meta.url));
+
+/** Starts `binary` under a supervisor that starts it again whenever it exits (supervise.ts). */
+export function startSupervised<C extends Component>(
+  component: C,
+  binary: string,
+  args: string[],
+  log: string,
+): ProcessRecord<C> {
+  return {
+    ...startProcess(component, process.execPath, [supervisorScript, binary, ...args], log),
+    group: true,
+  };
+}
+
+/** Starts the process `record` describes again, as it was started (supervised or not). */
+export function startAgain<C extends Component>(
+  record: ProcessRecord<C>,
+  env?: NodeJS.ProcessEnv,
+): ProcessRecord<C> {
+  const next = startProcess(record.component, record.binary, record.args, record.log, env);
+  return record.group ? { ...next, group: true } : next;
 }
 
 /** True when pid is alive and still runs the binary we started (pids get reused). */
@@ -89,13 +119,14 @@ function isRunning(pid: number): boolean {
 
 export async function stopProcess(record: ProcessRecord, graceMs = 5000): Promise<void> {
   if (!(await isOurs(record))) return;
-  process.kill(record.pid, "SIGTERM");
+  const target = record.group ? -record.pid : record.pid;
+  process.kill(target, "SIGTERM");
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline) {
     if (!isRunning(record.pid)) return;
     await sleep(50);
   }
-  if (isRunning(record.pid)) process.kill(record.pid, "SIGKILL");
+  if (isRunning(record.pid)) process.kill(target, "SIGKILL");
   while (isRunning(record.pid)) await sleep(20);
 }
 
