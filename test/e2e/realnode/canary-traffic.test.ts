@@ -41,6 +41,7 @@ import {
   assertNoFailures,
   burnersForTraffic,
   holdNodeForTraffic,
+  kubeProxyPausesForTraffic,
   liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
 } from "./live-traffic.ts";
@@ -56,6 +57,7 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
   let traffic: Traffic<unknown>;
   let live: CanaryUnderTraffic;
   let burners: ReturnType<typeof burnersForTraffic>;
+  let kubeProxyPauses: Awaited<ReturnType<typeof kubeProxyPausesForTraffic>>;
 
   const spec = (model: SampleModel & { uri: string }, trafficPercent: number): MLModel =>
     sklearnModel(name, model, { replicas, rollout: { canary: { trafficPercent } } } as Partial<MLModelSpec>);
@@ -73,11 +75,17 @@ describe("canaries under live traffic on a real node", { timeout: liveTrafficSui
     let ready: MLModel;
     ({ ready, traffic, live } = await startCanaryTraffic(bed, v1, v2));
     burners = burnersForTraffic("canary-traffic.test.ts", canaryTraffic.maxDurationMs);
+    kubeProxyPauses = await kubeProxyPausesForTraffic(
+      bed.cluster,
+      "canary-traffic.test.ts",
+      canaryTraffic.maxDurationMs,
+    );
     assert.equal(ready.status?.canary, undefined, "a model's first revision rolls out directly");
   }, liveTrafficHook);
   after(async () => {
     try {
       await burners?.stop();
+      await kubeProxyPauses?.stop();
       await traffic?.stop();
       await removeRealNodeBed(bed);
     } finally {

@@ -5,9 +5,16 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { readState } from "../../../src/cluster/index.ts";
 import { type Burners, burnCores, burnCoresEnv, burnersRequested } from "../../harness/burner.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { holdLock } from "../../harness/exclusive.ts";
+import {
+  type Pauser,
+  pauseKubeProxyEnv,
+  pauseOnSchedule,
+  pauseScheduleRequested,
+} from "../../harness/kube-proxy-pause.ts";
 import type { RealNodeCluster } from "../../harness/realnode.ts";
 import type { Traffic, TrafficReport } from "../../harness/traffic.ts";
 
@@ -74,4 +81,36 @@ export function burnersForTraffic(what: string, maxMs: number): Burners | undefi
   if (count === 0) return undefined;
   console.log(`# ${what}: ${count} CPU burner(s) beside the traffic (${burnCoresEnv})`);
   return burnCores(count, maxMs);
+}
+
+/**
+ * The node's kube-proxy paused on the schedule MLMODEL_TEST_PAUSE_KUBE_PROXY asks for (e.g.
+ * "8/40") while a live-traffic file's traffic runs, bounded by `maxMs`: the node's rules then lag
+ * behind the EndpointSlices by up to the pause. Undefined when none is asked for.
+ */
+export async function kubeProxyPausesForTraffic(
+  cluster: RealNodeCluster,
+  what: string,
+  maxMs: number,
+): Promise<Pauser | undefined> {
+  const schedule = pauseScheduleRequested();
+  if (!schedule) return undefined;
+  const kubeProxies = ((await readState(cluster.dir))?.processes ?? []).filter(
+    (p) => p.component === "kube-proxy",
+  );
+  assert.ok(
+    kubeProxies.length > 0,
+    `${pauseKubeProxyEnv}: the cluster in ${cluster.dir} lists no kube-proxy`,
+  );
+  console.log(
+    `# ${what}: kube-proxy paused ${schedule.pauseMs / 1000} s in every ${schedule.periodMs / 1000} s (${pauseKubeProxyEnv})`,
+  );
+  const pauser = pauseOnSchedule(kubeProxies, schedule, maxMs);
+  return {
+    pauses: pauser.pauses,
+    async stop() {
+      await pauser.stop();
+      console.log(`# ${what}: kube-proxy was paused ${pauser.pauses()} time(s)`);
+    },
+  };
 }

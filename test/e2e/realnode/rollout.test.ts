@@ -31,6 +31,7 @@ import {
   assertNoFailures,
   burnersForTraffic,
   holdNodeForTraffic,
+  kubeProxyPausesForTraffic,
   liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
   moreAnswers,
@@ -50,6 +51,7 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
   let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
   let burners: ReturnType<typeof burnersForTraffic>;
+  let kubeProxyPauses: Awaited<ReturnType<typeof kubeProxyPausesForTraffic>>;
 
   const servingRevisions = async () =>
     new Set(
@@ -79,11 +81,13 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
       maxDurationMs,
     }).start();
     burners = burnersForTraffic("rollout.test.ts", maxDurationMs);
+    kubeProxyPauses = await kubeProxyPausesForTraffic(bed.cluster, "rollout.test.ts", maxDurationMs);
     await moreAnswers(traffic, ratePerSecond * 2, "v1 serving");
   }, liveTrafficHook);
   after(async () => {
     try {
       await burners?.stop();
+      await kubeProxyPauses?.stop();
       await traffic?.stop();
       await removeRealNodeBed(bed);
     } finally {
