@@ -129,7 +129,7 @@ export class LeaderElector {
     // Acquire.
     while (!signal.aborted) {
       if (await this.#attempt(cb, this.renewDeadlineMs)) break;
-      if (!(await this.#wait(this.retryPeriodMs, signal))) return "cancelled";
+      if (!(await this.#wait(this.#untilNextAttempt(), signal))) return "cancelled";
     }
     if (signal.aborted) return "cancelled";
     this.#isLeader = true;
@@ -267,6 +267,21 @@ export class LeaderElector {
         leaseTransitions: transitions,
       },
     };
+  }
+
+  /**
+   * How long a candidate waits before its next attempt: the retry period, or less when another
+   * holder's lease, as observed, expires sooner. Waking at the expiry rather than up to a retry
+   * period after it bounds a takeover by the lease duration plus one retry period: the lag in
+   * seeing the holder's last renewal. A lease already expired (an attempt that failed anyway)
+   * waits the full period, so errors never make the loop spin.
+   */
+  #untilNextAttempt(): number {
+    const spec = this.#observed?.lease.spec;
+    if (!this.#observed || !spec?.holderIdentity || spec.holderIdentity === this.identity)
+      return this.retryPeriodMs;
+    const expiresInMs = this.#observed.at + this.#leaseDurationOf(spec) - this.#clock.now();
+    return expiresInMs > 0 ? Math.min(this.retryPeriodMs, expiresInMs + 1) : this.retryPeriodMs;
   }
 
   #leaseDurationOf(spec: LeaseSpec): number {
