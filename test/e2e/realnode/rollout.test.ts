@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { inferV2, type SampleModel, type ServiceEndpoint } from "../../../src/images/sample-model.ts";
+import { builtinKinds, type KubeObject } from "../../../src/runtime/index.ts";
 import { waitFor } from "../../harness/cluster.ts";
 import { labelRuns, Traffic, versionClassifier } from "../../harness/traffic.ts";
 import { getModel, podsOf, repoRoot, waitForPhase } from "../operator/helpers.ts";
@@ -115,7 +116,18 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
     console.log(
       `# v1 -> v2: v2 alone after ${((traffic.now() - traffic.markAt("v2 applied")) / 1000).toFixed(1)} s`,
     );
-    // Let the last old connections drain and v2 answer for a while before judging.
+    // The old pod answers while it drains, for as long as the node's rules still send it new
+    // connections (longer when kube-proxy lags): wait until it is gone altogether, then let v2
+    // answer for a while before judging.
+    const oldRevision = before.status!.revision!.current;
+    await waitFor("v1's pods to be gone, drained ones included", async () => {
+      const pods = await bed.admin.list<KubeObject>(builtinKinds.Pod, {
+        namespace: bed.ns.name,
+        labelSelector: `serving.mlmodel.dev/model=iris,serving.mlmodel.dev/revision=${oldRevision}`,
+      });
+      return pods.items.length === 0;
+    });
+    traffic.mark("v1 gone");
     await moreAnswers(traffic, ratePerSecond * 4, "v2 serving");
     traffic.mark("v2 served");
     const report = traffic.report("v2 applied", "v2 served");
@@ -123,12 +135,12 @@ describe("a model update under live traffic on a real node", { timeout: liveTraf
     const runs = labelRuns(report.labels);
     assert.equal(runs[0], "v1", `the first answers after the update came from v1: ${runs.join(" ")}`);
     assert.equal(runs.at(-1), "v2", `the last answers came from v2: ${runs.join(" ")}`);
-    // The old pod answers while it drains; once the roll is over, only v2 does.
-    const tail = report.labels.slice(-ratePerSecond * 2);
+    // Once no v1 pod exists, nothing but v2 can answer.
+    const tail = traffic.report("v1 gone", "v2 served").labels;
     assert.deepEqual(
       [...new Set(tail)],
       ["v2"],
-      `the last ${tail.length} answers: ${labelRuns(tail).join(" ")}`,
+      `the ${tail.length} answers after v1's pods were gone: ${labelRuns(tail).join(" ")}`,
     );
     console.log(`# v1 -> v2: ${JSON.stringify({ ...report, labels: runs })}`);
   });
