@@ -16,8 +16,9 @@
  * Helm never upgrades a chart's crds/; the chart's templates/crds-upgrade.yaml renders them on
  * upgrades (the first one adopts them: --take-ownership). The rollback returns to the install's
  * revision, whose manifest has no CRDs: Helm keeps them (resource-policy keep), so B's schema
- * stays served under A and the CRDs stay the release's. `kubectl replace` of A's CRDs serves
- * A's schema again (docs/install.md, "Rolling back with Helm").
+ * stays served under A and the CRDs stay the release's. A `helm upgrade` to A's chart takes
+ * them back into the release without removing B's field; `kubectl replace` of A's CRDs as the
+ * chart renders them on upgrades then serves A's schema (docs/install.md, "Rolling back with Helm").
  */
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -60,7 +61,7 @@ import {
   liveTrafficSuiteTimeoutMs,
   moreAnswers,
 } from "../realnode/live-traffic.ts";
-import { helm } from "./helm.ts";
+import { helm, kubeVersion } from "./helm.ts";
 import {
   applyBuiltinRuntimes,
   applyFilesCa,
@@ -69,6 +70,7 @@ import {
   chartDir,
   helmAsync,
   kubectlAsync,
+  livePods,
   nextChartVersion,
   podOfIdentity,
   readLease,
@@ -437,9 +439,49 @@ describe("upgrading the operator A -> B by helm upgrade and back by helm rollbac
     assert.equal(next.status, 0, `an upgrade after the rollback, without --take-ownership: ${next.stderr}`);
   });
 
-  it("A's schema again: kubectl replace of A's CRDs; what B wrote is still valid; the next upgrade adopts the CRDs again", async () => {
-    const replaced = await kubectlAsync(cluster.kubeconfig, ["replace", "-f", join(chartDir, "crds")]);
+  it("A's schema again: helm upgrade to A's chart takes the CRDs back into the release but keeps B's field, kubectl replace of A's CRDs removes it; what B wrote is still valid", async () => {
+    // The install's revision held no CRDs: the upgrade adopts them, and Helm's patch of an
+    // adopted object carries what A's files set, removing nothing the live object has.
+    const managers = async () => (await livePods(admin, operatorNs.name)).map((p) => p.metadata?.uid).sort();
+    const managersBefore = await managers();
+    const modelBefore = await workload();
+    const toA = await helmAsync([...upgradeTo(chartDir, imageA), "--wait", "--timeout", "10m"]);
+    assert.equal(toA.status, 0, toA.stderr);
+    assert.deepEqual(await managers(), managersBefore, "the same values: the operator's pods did not roll");
+    assert.deepEqual(await workload(), modelBefore, "nor did the model's");
+    assert.deepEqual((await releaseHistory()).at(-1), [
+      4,
+      "mlmodel-operator-0.1.0",
+      "deployed",
+      "Upgrade complete",
+    ]);
+    assert.ok(
+      (await servedSchema()).every((fields) => fields.includes(newField)),
+      "B's field is still served after helm upgrade to A's chart",
+    );
+    // The CRDs as A's chart renders them on upgrades: with resource-policy keep, which a later
+    // rollback to a revision without them needs to leave them be.
+    const rendered = await helmAsync([
+      "template",
+      release,
+      chartDir,
+      "-n",
+      operatorNs.name,
+      "--is-upgrade",
+      "--show-only",
+      "templates/crds-upgrade.yaml",
+      "--kube-version",
+      kubeVersion,
+    ]);
+    assert.equal(rendered.status, 0, rendered.stderr);
+    const crdsOfA = join(scratch, "crds-of-a.yaml");
+    writeFileSync(crdsOfA, rendered.stdout);
+    const replaced = await kubectlAsync(cluster.kubeconfig, ["replace", "-f", crdsOfA]);
     assert.equal(replaced.status, 0, replaced.stderr);
+    const crd = await admin.get<KubeObject>(builtinKinds.CustomResourceDefinition, {
+      name: "mlmodels.serving.mlmodel.dev",
+    });
+    assert.equal(crd?.metadata.annotations?.["helm.sh/resource-policy"], "keep");
     assert.ok(
       (await servedSchema()).every((fields) => !fields.includes(newField)),
       "A's CRD is served again",
@@ -452,14 +494,9 @@ describe("upgrading the operator A -> B by helm upgrade and back by helm rollbac
     assert.equal(read.spec.model.uri, sample.uri);
     const again = await applyStrict("written-by-b", {}, { "checked-under": "a-schema" });
     assert.equal(again.status, 0, `the object B wrote, updated under A's schema: ${again.stderr}`);
-    // The replaced CRDs no longer carry the release's labels: the next upgrade adopts them again.
-    const refused = await helmAsync([...upgradeTo(chartB, imageB.ref), "--dry-run=server"]);
-    assert.notEqual(refused.status, 0, "an upgrade without --take-ownership after the replace");
-    assert.match(refused.stderr, /cannot be imported into the current release/);
-    const adopted = await helmAsync([
-      ...upgradeTo(chartB, imageB.ref, ["--take-ownership"]),
-      "--dry-run=server",
-    ]);
-    assert.equal(adopted.status, 0, adopted.stderr);
+    // The release's revision holds the CRDs again: the next upgrade patches them as its own,
+    // though the replace dropped the release's labels.
+    const next = await helmAsync([...upgradeTo(chartB, imageB.ref), "--dry-run=server"]);
+    assert.equal(next.status, 0, `an upgrade after the replace, without --take-ownership: ${next.stderr}`);
   });
 });
