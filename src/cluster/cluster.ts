@@ -71,7 +71,7 @@ import {
   stopProcess,
   waitUntil,
 } from "./process.ts";
-import { startPrometheus } from "./prometheus.ts";
+import { prometheusReadyUrl, prometheusUrl, startPrometheus } from "./prometheus.ts";
 import { isNodeComponent, recordOf, replaceRecord, restartEnvironment } from "./restart.ts";
 import { type Component, type ControlPlaneComponent, versions } from "./versions.ts";
 
@@ -916,12 +916,68 @@ function controlPlaneHealthUrl(state: ClusterState, component: ControlPlaneCompo
   }
 }
 
-async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<ComponentHealth> {
+/**
+ * Where a component answers whether it is healthy: a node component's from the node's journal,
+ * Prometheus's /-/ready under the URL `up --monitoring` recorded, the control plane's from the
+ * state. Undefined for a component without one (the provisioner), or Prometheus's unrecorded URL.
+ */
+async function healthUrl(state: ClusterState, record: ProcessRecord): Promise<string | undefined> {
+  if (record.component === "prometheus") {
+    const base = await prometheusUrl(state.dir);
+    return base ? prometheusReadyUrl(base) : undefined;
+  }
   const journal = isNodeComponent(record.component) ? await readJournal(state.dir) : undefined;
-  const url =
-    journal && isNodeComponent(record.component)
-      ? nodeHealthUrl(journal, record.component)
-      : controlPlaneHealthUrl(state, record.component as ControlPlaneComponent);
+  return journal && isNodeComponent(record.component)
+    ? nodeHealthUrl(journal, record.component)
+    : controlPlaneHealthUrl(state, record.component as ControlPlaneComponent);
+}
+
+/** What a component's process and health endpoint showed. */
+export interface HealthObservation {
+  running: boolean;
+  /** The health endpoint asked; undefined when the component has none. */
+  url?: string;
+  /** Its answer (code 0: none); only asked while the process runs. */
+  answer?: { code: number; body: string };
+}
+
+/** The components that always have a health endpoint: without its URL they cannot be judged. */
+const needsHealthUrl: ReadonlySet<Component> = new Set(["prometheus"]);
+
+/** A component's health from what was observed of it (pure: `status` observes, this judges). */
+export function judgeHealth(
+  record: Pick<ProcessRecord, "component" | "pid" | "log">,
+  seen: HealthObservation,
+): ComponentHealth {
+  const { component, pid } = record;
+  if (!seen.running)
+    return { component, pid, running: false, healthy: false, detail: `not running (log: ${record.log})` };
+  if (!seen.url) {
+    return needsHealthUrl.has(component)
+      ? {
+          component,
+          pid,
+          running: true,
+          healthy: false,
+          detail: `unknown: its URL is not recorded (log: ${record.log})`,
+        }
+      : // A component without a health endpoint (the provisioner) is healthy while it runs.
+        { component, pid, running: true, healthy: true, detail: "running" };
+  }
+  const code = seen.answer?.code ?? 0;
+  const healthy =
+    code === 200 && (component !== "etcd" || (seen.answer?.body ?? "").includes('"health":"true"'));
+  return {
+    component,
+    pid,
+    running: true,
+    healthy,
+    detail: healthy ? seen.url : `unhealthy: HTTP ${code || "no answer"} from ${seen.url}`,
+  };
+}
+
+async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<ComponentHealth> {
+  const url = await healthUrl(state, record);
   const running = await isOurs(record);
   const tls =
     record.component === "etcd"
@@ -929,16 +985,8 @@ async function checkHealth(state: ClusterState, record: ProcessRecord): Promise<
       : record.component === "kube-apiserver"
         ? { ca: await readFile(join(state.dir, "pki", "ca.crt"), "utf8").catch(() => undefined) }
         : {};
-  // A component without a health endpoint (the provisioner) is healthy while it runs.
-  const result = running && url ? await probe({ url, ...tls }) : { code: running ? 200 : 0, body: "" };
-  const healthy =
-    result.code === 200 && (record.component !== "etcd" || result.body.includes('"health":"true"'));
-  const detail = !running
-    ? `not running (log: ${record.log})`
-    : healthy
-      ? (url ?? "running")
-      : `unhealthy: HTTP ${result.code || "no answer"} from ${url}`;
-  return { component: record.component, pid: record.pid, running, healthy, detail };
+  const answer = running && url ? await probe({ url, ...tls }) : undefined;
+  return judgeHealth(record, { running, ...(url ? { url } : {}), ...(answer ? { answer } : {}) });
 }
 
 /** Health of each component of the cluster in `dir` (and of its real node), or undefined when there is none. */
@@ -949,6 +997,8 @@ export async function status(dirOption: string): Promise<
       node?: NodeHealth;
       /** With several real nodes: each one's Node condition, processes and link. */
       nodes?: (NodeHealth & { members: MemberHealth })[];
+      /** With `--monitoring`: the base URL of Prometheus's HTTP API. */
+      prometheus?: string;
     }
   | undefined
 > {
@@ -962,7 +1012,16 @@ export async function status(dirOption: string): Promise<
     node = await nodeConditionOrUnknown(kc, state.realNode.nodeName);
   }
   const nodes = state.realNodes ? await fleetStatus(state) : undefined;
-  return { state, components, ...(node ? { node } : {}), ...(nodes ? { nodes } : {}) };
+  const prometheus = state.processes.some((p) => p.component === "prometheus")
+    ? await prometheusUrl(state.dir)
+    : undefined;
+  return {
+    state,
+    components,
+    ...(node ? { node } : {}),
+    ...(nodes ? { nodes } : {}),
+    ...(prometheus ? { prometheus } : {}),
+  };
 }
 
 /** A Node's condition, or Unknown with the reason when the API server does not answer. */

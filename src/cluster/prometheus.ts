@@ -124,6 +124,9 @@ export async function prometheusUrl(clusterDir: string): Promise<string | undefi
   return readFile(urlFile(clusterDir), "utf8").catch(() => undefined);
 }
 
+/** Prometheus's readiness endpoint: 200 once it serves queries (what `cluster status` asks). */
+export const prometheusReadyUrl = (base: string) => `${base}/-/ready`;
+
 export interface RunningPrometheus {
   record: ProcessRecord<"prometheus">;
   /** Base URL of its HTTP API, e.g. http://127.0.0.1:40123. */
@@ -159,7 +162,12 @@ export async function startPrometheus(
     ],
     join(clusterDir, "logs", "prometheus.log"),
   );
-  await waitUntil(record, "ready", async () => (await probe({ url: `${url}/-/ready` })).code === 200, 60_000);
+  await waitUntil(
+    record,
+    "ready",
+    async () => (await probe({ url: prometheusReadyUrl(url) })).code === 200,
+    60_000,
+  );
   await writeFile(urlFile(clusterDir), url);
   progress(`prometheus ${prometheusVersion} is ready at ${url} (config ${configFile})`);
   return { record, url };

@@ -189,6 +189,7 @@ export async function run(argv: string[]): Promise<number> {
             `  ${c.component.padEnd(24)} pid ${String(c.pid).padEnd(8)} ${c.healthy ? "healthy" : "UNHEALTHY"}  ${c.detail}`,
           );
         }
+        if (result.prometheus) console.log(`  prometheus at ${result.prometheus} (docs/monitoring.md)`);
         const node = result.node;
         if (node) {
           const why = [node.reason, node.message].filter(Boolean).join(": ");

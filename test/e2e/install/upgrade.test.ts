@@ -1,19 +1,23 @@
 // test-needs: real-node, images, helm
 /**
- * Upgrading the operator while a model serves: a Helm release of the operator (two replicas,
- * pods of the project image on the real node) is upgraded from version A to version B and back
- * to A by `helm upgrade`, while the MLServer sample answers 25 requests/s through its Service.
+ * Upgrading the operator while a model serves, and rolling the upgrade back: a Helm release of
+ * the operator (two replicas, pods of the project image on the real node) goes from version A
+ * to version B by `helm upgrade`, back to A by `helm rollback`, while the MLServer sample answers
+ * 25 requests/s through its Service.
  *
  * A and B are two builds of the project image (test/harness/operator-build.ts: B is A's layers
  * with MLMODEL_BUILD=b in its config, tagged `<tag>-b`), and two versions of the chart: B's is a
  * copy with appVersion `<tag>-b` and an optional field added to the MLModel CRD. What must hold
  * at each step: no request fails, the model's pods are the same pods (UIDs, restart counts) of
- * the same Deployment template (generation, pod-template-hash), every operator pod reports the
- * build it runs (mlmodel_operator_build_info), the CRD the API server serves is the release's,
- * and an object written under the other version is still valid.
+ * the same Deployment template (generation, pod-template-hash), the operator writes nothing to
+ * the model's Deployments, every operator pod reports the build it runs
+ * (mlmodel_operator_build_info), and an object written under the other version is still valid.
  *
  * Helm never upgrades a chart's crds/; the chart's templates/crds-upgrade.yaml renders them on
- * upgrades (the first one adopts them: --take-ownership).
+ * upgrades (the first one adopts them: --take-ownership). The rollback returns to the install's
+ * revision, whose manifest has no CRDs: Helm keeps them (resource-policy keep), so B's schema
+ * stays served under A and the CRDs stay the release's. A `helm upgrade` to A's chart with the
+ * same values then serves A's schema, rolling no pod (docs/install.md, "Rolling back with Helm").
  */
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -65,6 +69,7 @@ import {
   chartDir,
   helmAsync,
   kubectlAsync,
+  livePods,
   nextChartVersion,
   podOfIdentity,
   readLease,
@@ -80,7 +85,7 @@ const fullname = `${release}-mlmodel-operator`;
 /** The field chart B adds to the MLModel CRD. */
 const newField = "notes";
 
-describe("upgrading the operator A -> B -> A by helm upgrade under live traffic", {
+describe("upgrading the operator A -> B by helm upgrade and back by helm rollback under live traffic", {
   timeout: liveTrafficSuiteTimeoutMs,
 }, () => {
   let cluster: RealNodeCluster;
@@ -101,23 +106,18 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
   const figures: string[] = [];
 
   const user = () => `system:serviceaccount:${operatorNs.name}:${fullname}`;
-  const upgrade = async (chart: string, image: string, extra: string[] = []) => {
-    const r = await helmAsync([
-      "upgrade",
-      release,
-      chart,
-      "--kubeconfig",
-      cluster.kubeconfig,
-      "-n",
-      operatorNs.name,
-      ...releaseValues(image, [modelsNs.name]),
-      "--wait",
-      "--timeout",
-      "10m",
-      ...extra,
-    ]);
-    assert.equal(r.status, 0, `helm upgrade to ${image}: ${r.stderr}`);
-  };
+  const releaseArgs = () => ["--kubeconfig", cluster.kubeconfig, "-n", operatorNs.name];
+  /** `helm upgrade` of the release to `chart` running `image`. */
+  const upgradeTo = (chart: string, image: string, extra: string[] = []) => [
+    "upgrade",
+    release,
+    chart,
+    ...releaseArgs(),
+    ...releaseValues(image, [modelsNs.name]),
+    ...extra,
+  ];
+  /** `helm rollback` of the release to its previous revision, as a user runs it. */
+  const rollback = () => ["rollback", release, ...releaseArgs()];
 
   before(async () => {
     cluster = await useRealNodeCluster();
@@ -265,6 +265,19 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     ]);
   }
 
+  /** The release's revisions: number, chart, status, description. */
+  const releaseHistory = async () => {
+    const history = await helmAsync(["history", release, ...releaseArgs(), "-o", "json"]);
+    assert.equal(history.status, 0, history.stderr);
+    const revisions = JSON.parse(history.stdout) as {
+      revision: number;
+      status: string;
+      chart: string;
+      description: string;
+    }[];
+    return revisions.map((r) => [r.revision, r.chart, r.status, r.description]);
+  };
+
   const servedSchema = async () => {
     const crd = await admin.get<KubeObject & { spec: { versions: { schema: unknown }[] } }>(
       builtinKinds.CustomResourceDefinition,
@@ -276,15 +289,19 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     );
   };
 
-  /** helm upgrade to `chart` running `image`, judged: no failed request, the model untouched, one leader of `image`. */
-  async function upgradeUnderTraffic(what: string, chart: string, image: string, extra: string[] = []) {
+  /**
+   * `helm <change> --wait` (an upgrade or a rollback) that leaves the release running `image`,
+   * judged: no failed request, the model untouched, one leader of `image`.
+   */
+  async function changeUnderTraffic(what: string, change: string[], image: string) {
     const before = await workload();
     assert.ok(before.pods.length >= 1, "the model has serving pods");
     const model = (await admin.get<MLModel>(mlModelKind, { namespace: modelsNs.name, name: "iris" }))!;
     traffic.mark(`${what} started`);
     const startedAt = Date.now();
-    await upgrade(chart, image, extra);
-    const upgradedIn = Date.now() - startedAt;
+    const helmRun = await helmAsync([...change, "--wait", "--timeout", "10m"]);
+    assert.equal(helmRun.status, 0, `helm ${change[0]} to ${image}: ${helmRun.stderr}`);
+    const changedIn = Date.now() - startedAt;
     const pods = await readyManagers(
       admin,
       operatorNs.name,
@@ -343,7 +360,7 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
       }, {}),
     );
     figures.push(
-      `${what}: helm upgrade --wait took ${(upgradedIn / 1000).toFixed(1)} s, both pods of the new version Ready and one leading after ${(leadingIn / 1000).toFixed(1)} s; requests sent ${report.sent}, served ${report.served}, failed ${report.failed}, dropped ${report.dropped}, p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms, widest gap between sends ${widestGap.toFixed(0)} ms; model pods ${before.pods.length} kept (restarts ${before.pods.flatMap((p) => p.restarts).join(",")}); leader ${leader}; operator writes in the models namespace: ${JSON.stringify(byResource)}`,
+      `${what}: helm ${change[0]} --wait took ${(changedIn / 1000).toFixed(1)} s, both pods of the new version Ready and one leading after ${(leadingIn / 1000).toFixed(1)} s; requests sent ${report.sent}, served ${report.served}, failed ${report.failed}, dropped ${report.dropped}, p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms, widest gap between sends ${widestGap.toFixed(0)} ms; model pods ${before.pods.length} kept (restarts ${before.pods.flatMap((p) => p.restarts).join(",")}); leader ${leader}; operator writes in the models namespace: ${JSON.stringify(byResource)}`,
     );
     console.log(`# ${figures.at(-1)}`);
     return pods;
@@ -365,7 +382,11 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
 
   it("A -> B: zero failed requests, the model's pods untouched, B's build reported by both pods, B's CRD served, A's object still valid", async () => {
     // The release's first upgrade adopts the CRDs helm install created from crds/.
-    const pods = await upgradeUnderTraffic("A -> B", chartB, imageB.ref, ["--take-ownership"]);
+    const pods = await changeUnderTraffic(
+      "A -> B",
+      upgradeTo(chartB, imageB.ref, ["--take-ownership"]),
+      imageB.ref,
+    );
     assert.deepEqual(await buildInfo(pods), [
       `${buildInfoMetric}{build="b"} 1`,
       `${buildInfoMetric}{build="b"} 1`,
@@ -386,42 +407,71 @@ describe("upgrading the operator A -> B -> A by helm upgrade under live traffic"
     assert.equal(again.status, 0, `the object A wrote, updated under B: ${again.stderr}`);
   });
 
-  it("B -> A: zero failed requests, the model's pods untouched, B's build gone, A's CRD served again, B's object still valid", async () => {
-    const pods = await upgradeUnderTraffic("B -> A", chartDir, imageA);
+  it("B -> A by helm rollback: zero failed requests, the model's pods untouched, B's build gone, the CRDs kept as B left them, B's object still valid under A", async () => {
+    const pods = await changeUnderTraffic("B -> A (rollback)", rollback(), imageA);
     assert.deepEqual(await buildInfo(pods), [
       `${buildInfoMetric}{build=""} 1`,
       `${buildInfoMetric}{build=""} 1`,
+    ]);
+    assert.deepEqual(await releaseHistory(), [
+      [1, "mlmodel-operator-0.1.0", "superseded", "Install complete"],
+      [2, "mlmodel-operator-0.1.1", "superseded", "Upgrade complete"],
+      [3, "mlmodel-operator-0.1.0", "deployed", "Rollback to 1"],
+    ]);
+    // The install's manifest has no CRDs: Helm would delete them, but they are marked keep.
+    assert.ok(
+      (await servedSchema()).every((fields) => fields.includes(newField)),
+      "B's CRD is still served after the rollback",
+    );
+    const kept = await admin.get<MLModel>(mlModelKind, { namespace: storedNs.name, name: "written-by-b" });
+    assert.equal((kept!.spec as unknown as Record<string, unknown>)[newField], "written under B");
+    const again = await applyStrict(
+      "written-by-b",
+      { [newField]: "written under B" },
+      { "checked-under": "a" },
+    );
+    assert.equal(again.status, 0, `the object B wrote, updated under A: ${again.stderr}`);
+    const old = await applyStrict("written-by-a", {}, { "checked-under": "a" });
+    assert.equal(old.status, 0, `the object A wrote, updated under A: ${old.stderr}`);
+    // The kept CRDs still name the release: a later upgrade adopts them without --take-ownership.
+    const next = await helmAsync([...upgradeTo(chartB, imageB.ref), "--dry-run=server"]);
+    assert.equal(next.status, 0, `an upgrade after the rollback, without --take-ownership: ${next.stderr}`);
+  });
+
+  it("A's schema again: helm upgrade to A's chart, same values, applies A's CRDs and takes them back into the release; no pod rolls; what B wrote is still valid", async () => {
+    const managers = async () => (await livePods(admin, operatorNs.name)).map((p) => p.metadata?.uid).sort();
+    const managersBefore = await managers();
+    const modelBefore = await workload();
+    // The revision before it (the rollback's) holds no CRDs: the upgrade adopts them (they kept
+    // the release's labels) and patches them to A's files.
+    const toA = await helmAsync([...upgradeTo(chartDir, imageA), "--wait", "--timeout", "10m"]);
+    assert.equal(toA.status, 0, toA.stderr);
+    assert.deepEqual(await managers(), managersBefore, "the same values: the operator's pods did not roll");
+    assert.deepEqual(await workload(), modelBefore, "nor did the model's");
+    assert.deepEqual((await releaseHistory()).at(-1), [
+      4,
+      "mlmodel-operator-0.1.0",
+      "deployed",
+      "Upgrade complete",
     ]);
     assert.ok(
       (await servedSchema()).every((fields) => !fields.includes(newField)),
       "A's CRD is served again",
     );
+    const crd = await admin.get<KubeObject>(builtinKinds.CustomResourceDefinition, {
+      name: "mlmodels.serving.mlmodel.dev",
+    });
+    assert.equal(crd?.metadata.annotations?.["helm.sh/resource-policy"], "keep");
     // What B wrote is read under A's schema: the unknown field is pruned, the object stays valid.
     const read = await waitFor("B's field pruned from what B wrote", async () => {
       const m = await admin.get<MLModel>(mlModelKind, { namespace: storedNs.name, name: "written-by-b" });
       return m && !(newField in (m.spec as object)) ? m : undefined;
     });
     assert.equal(read.spec.model.uri, sample.uri);
-    const again = await applyStrict("written-by-b", {}, { "checked-under": "a" });
-    assert.equal(again.status, 0, `the object B wrote, updated under A: ${again.stderr}`);
-    const history = await helmAsync([
-      "history",
-      release,
-      "--kubeconfig",
-      cluster.kubeconfig,
-      "-n",
-      operatorNs.name,
-      "-o",
-      "json",
-    ]);
-    const revisions = JSON.parse(history.stdout) as { revision: number; status: string; chart: string }[];
-    assert.deepEqual(
-      revisions.map((r) => [r.revision, r.chart, r.status]),
-      [
-        [1, "mlmodel-operator-0.1.0", "superseded"],
-        [2, "mlmodel-operator-0.1.1", "superseded"],
-        [3, "mlmodel-operator-0.1.0", "deployed"],
-      ],
-    );
+    const again = await applyStrict("written-by-b", {}, { "checked-under": "a-schema" });
+    assert.equal(again.status, 0, `the object B wrote, updated under A's schema: ${again.stderr}`);
+    // The release's revision holds the CRDs again: the next upgrade patches them as its own.
+    const next = await helmAsync([...upgradeTo(chartB, imageB.ref), "--dry-run=server"]);
+    assert.equal(next.status, 0, `an upgrade after it, without --take-ownership: ${next.stderr}`);
   });
 });

@@ -26,22 +26,11 @@ import { createOperator } from "../../../src/operator/run.ts";
 import { builtinKinds, type KubeClient, type Manager } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import { adminClient, applyObjects, provideVolume, readSample, waitForPhase } from "../operator/helpers.ts";
+import { query, type Sample } from "./prometheus-api.ts";
 
-interface Sample {
-  metric: Record<string, string>;
-  value: [number, string];
-}
 interface RangeSeries {
   metric: Record<string, string>;
   values: [number, string][];
-}
-
-/** One instant query; throws with Prometheus's error when it refuses the query. */
-async function query(prom: RunningPrometheus, promql: string): Promise<Sample[]> {
-  const res = await fetch(`${prom.url}/api/v1/query?query=${encodeURIComponent(promql)}`);
-  const body = (await res.json()) as { status: string; error?: string; data: { result: Sample[] } };
-  if (body.status !== "success") throw new Error(`query ${promql}: ${body.error}`);
-  return body.data.result;
 }
 
 async function queryRange(prom: RunningPrometheus, promql: string, start: number): Promise<RangeSeries[]> {
