@@ -44,7 +44,7 @@ describe("exitLine", () => {
 
 /** The pid the program wrote last, once it has written `count` lines. */
 async function programPids(file: string, count: number): Promise<number[]> {
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 1200; i++) {
     const pids = (readFileSync(file, { encoding: "utf8", flag: "a+" }).match(/\d+/g) ?? []).map(Number);
     if (pids.length >= count) return pids;
     await sleep(50);
