@@ -67,7 +67,7 @@ export interface FirstInferenceResult {
 }
 
 export const seconds = (ms: number) => Math.round(ms / 100) / 10;
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Why this machine cannot run the series, or undefined. */
 export async function unsupported(): Promise<string | undefined> {
