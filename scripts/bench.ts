@@ -10,6 +10,7 @@
  *   npm run bench -- --models 1000 --series converge,floor --memory 1000,10000
  *   npm run bench -- --models 1000 --series converge,floor --pairs 4 --memory ""   # the ratio as a median of 4
  *   npm run bench -- --series first-inference --runs 3   # real pods: apply -> first prediction (bench/realnode)
+ *   npm run bench -- --series first-inference --real-nodes 3 --replicas 1,3 --storage Claim,NodeCache --runs 2
  */
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -35,6 +36,12 @@ import {
   runFirstInferenceBench,
   writeFirstInferenceResult,
 } from "../bench/realnode/first-inference.ts";
+import { parseStorageModes } from "../bench/realnode/first-inference-cases.ts";
+import {
+  runStorageSeries,
+  storageSeriesSummary,
+  writeStorageSeriesResult,
+} from "../bench/realnode/first-inference-storage.ts";
 import { defaultConcurrency } from "../src/operator/mlmodel/controller.ts";
 
 const help = `Usage: npm run bench -- [flags]
@@ -46,7 +53,8 @@ const help = `Usage: npm run bench -- [flags]
                       serving pods filled by a cache-copy init container; the operator is given a
                       node cache URL nothing answers; no floor), or a comma-separated list run one
                       after the other on the same cluster, e.g. download,nodecache (default image)
-  --replicas N        spec.replicas of every model (default 1)
+  --replicas N        spec.replicas of every model (default 1); for first-inference with --storage,
+                      a comma-separated list, e.g. 1,3
   --nodes N           exactly N fake nodes in the private control plane, each taking its share
                       of the pods (default: as many 110-pod nodes as the pods need, and one more)
   --json              print one JSON object as the last line
@@ -57,6 +65,12 @@ const help = `Usage: npm run bench -- [flags]
   --pairs N           converge + floor N times on the same cluster, the order alternated (operator
                       first, then floor first, ...); the ratio is the pairs' median (default 1)
   --runs N            first-inference runs (default 3)
+  --storage LIST      first-inference across storage modes: Claim, NodeCache or both
+                      (Claim,NodeCache), each cold and warm for each --replicas, the modes
+                      alternating, on a cluster with the node cache installed (no update traffic)
+  --real-nodes N      real nodes of the first-inference cluster with --storage (default 1)
+  --budget-minutes M  with --storage: no further run starts once it would hold the machine's
+                      real node longer than this (default 22)
   --concurrency N     operator --concurrency and the floor client's (default ${defaultConcurrency}, the operator's default)
   --idle SECONDS      steady-state idle period (default 60)
   --memory LIST       cached-model counts for the memory series (default 1000,10000; "" to skip)
@@ -69,12 +83,15 @@ function parse() {
     options: {
       models: { type: "string", default: "100" },
       path: { type: "string", default: "image" },
-      replicas: { type: "string", default: "1" },
+      replicas: { type: "string" },
       nodes: { type: "string" },
       json: { type: "boolean", default: false },
       kubeconfig: { type: "string" },
       series: { type: "string", default: allSeries.join(",") },
       runs: { type: "string", default: "3" },
+      storage: { type: "string" },
+      "real-nodes": { type: "string" },
+      "budget-minutes": { type: "string", default: "22" },
       pairs: { type: "string", default: "1" },
       concurrency: { type: "string", default: String(defaultConcurrency) },
       idle: { type: "string", default: "60" },
@@ -113,7 +130,8 @@ async function main(): Promise<number> {
       throw new Error(
         `--path "${flags.path}": "${path}" is not a path; give image, download, nodecache, a comma-separated list of them, or both`,
       );
-  const replicas = positive("replicas", flags.replicas);
+  // A list of replica counts is first-inference's; the operator's series take one.
+  const replicas = series.size > 0 ? positive("replicas", flags.replicas ?? "1") : 1;
   const pairCount = positive("pairs", flags.pairs);
   if (pairCount > 1 && paths.includes("nodecache"))
     throw new Error(
@@ -128,7 +146,34 @@ async function main(): Promise<number> {
     .filter(Boolean)
     .map((v) => positive("memory", v));
   const log = (line: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
-  if (asked.has(firstInference)) {
+  if (asked.has(firstInference) && flags.storage !== undefined) {
+    const result = await runStorageSeries({
+      runs: positive("runs", flags.runs),
+      realNodes: positive("real-nodes", flags["real-nodes"] ?? "1"),
+      replicas: (flags.replicas ?? "1").split(",").map((r) => positive("replicas", r)),
+      storage: parseStorageModes(flags.storage),
+      budgetMinutes: positive("budget-minutes", flags["budget-minutes"]),
+      log,
+    });
+    if (!result.skipped) {
+      const file = join(
+        import.meta.dirname,
+        "..",
+        "bench",
+        "results",
+        `first-inference-storage-n${result.realNodes}.json`,
+      );
+      writeStorageSeriesResult(result, file);
+      log(`wrote ${file}`);
+    }
+    console.log(storageSeriesSummary(result));
+    if (series.size === 0) return 0;
+  } else if (asked.has(firstInference)) {
+    for (const flag of ["real-nodes", "replicas"] as const)
+      if (flags[flag] !== undefined)
+        throw new Error(
+          `--${flag} "${flags[flag]}" applies to first-inference only with --storage (e.g. --storage Claim,NodeCache); without it the series runs 1 replica on 1 real node`,
+        );
     const result = await runFirstInferenceBench({ runs: positive("runs", flags.runs), log });
     if (!result.skipped) {
       const file = join(import.meta.dirname, "..", "bench", "results", "first-inference.json");

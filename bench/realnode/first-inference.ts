@@ -14,6 +14,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import type { V1Job, V1Pod } from "@kubernetes/client-node";
 import { mlModelKind } from "../../src/api/kinds.ts";
 import type { MLModel } from "../../src/api/mlmodel.ts";
@@ -24,7 +25,7 @@ import {
   imageNames,
   imagesMachineProblem,
 } from "../../src/images/index.ts";
-import { inferV2, type SampleModel } from "../../src/images/sample-model.ts";
+import { inferV2, type SampleModel, type ServiceEndpoint } from "../../src/images/sample-model.ts";
 import { builtinKinds } from "../../src/runtime/index.ts";
 import {
   applyCaSecret,
@@ -40,17 +41,11 @@ import {
 import { realNodeDirEnv } from "../../test/harness/realnode.ts";
 import { Traffic, type TrafficReport, versionClassifier } from "../../test/harness/traffic.ts";
 import { percentile } from "../lib/stats.ts";
+import { type FirstInferenceSplit, type Milestones, splitMilestones } from "./first-inference-cases.ts";
 
 export type Log = (line: string) => void;
 
-export interface FirstInferenceRun {
-  downloadS: number;
-  podStartS: number;
-  modelLoadS: number;
-  readinessS: number;
-  totalS: number;
-  /** When the MLModel's status said Ready (after the first prediction, or before it). */
-  statusReadyS: number;
+export interface FirstInferenceRun extends FirstInferenceSplit {
   roll: TrafficFigures;
   rollback: TrafficFigures;
 }
@@ -71,11 +66,11 @@ export interface FirstInferenceResult {
   loadAverage: number[];
 }
 
-const seconds = (ms: number) => Math.round(ms / 100) / 10;
+export const seconds = (ms: number) => Math.round(ms / 100) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Why this machine cannot run the series, or undefined. */
-async function unsupported(): Promise<string | undefined> {
+export async function unsupported(): Promise<string | undefined> {
   const support = await realNodeSupport();
   if (!support.ok) return `this machine cannot host a real node: ${support.reason}`;
   const problem = imagesMachineProblem();
@@ -90,16 +85,30 @@ const figures = (r: TrafficReport): TrafficFigures => ({
   p99Ms: r.latencyMs.p99,
 });
 
-/** Polls the model's pods and Job every 100 ms and keeps the first time each milestone was seen. */
-async function timeFirstInference(bed: RealNodeBed, name: string, model: SampleModel & { uri: string }) {
-  const seen: Record<string, number> = {};
-  const mark = (what: string, now: number) => {
+/**
+ * Applies `model` and polls its Job, pods and status every 100 ms, keeping the first time each
+ * milestone was seen, until the first correct prediction through its Service, every replica
+ * Ready and the status Ready.
+ */
+export async function timeFirstInference(
+  bed: RealNodeBed,
+  model: MLModel,
+  sample: SampleModel,
+  replicas: number,
+  endpointFor: (model: MLModel) => Promise<ServiceEndpoint> = (m) => endpointOf(bed, m),
+) {
+  const seen: Milestones = {};
+  const mark = (what: keyof Milestones, now: number) => {
     seen[what] ??= now;
   };
+  const name = model.metadata.name!;
   const t0 = performance.now();
-  await applyModel(bed, sklearnModel(name, model));
+  await applyModel(bed, model);
   const selector = `serving.mlmodel.dev/model=${name}`;
-  let endpoint: Awaited<ReturnType<typeof endpointOf>> | undefined;
+  let endpoint: ServiceEndpoint | undefined;
+  let podNodes = 0;
+  let wrongAnswers = 0;
+  let storageMode: string | undefined;
   for (;;) {
     const now = performance.now() - t0;
     const [jobs, pods, model_] = await Promise.all([
@@ -112,28 +121,38 @@ async function timeFirstInference(bed: RealNodeBed, name: string, model: SampleM
     ]);
     if ((jobs.items as unknown as V1Job[]).some((j) => (j.status?.succeeded ?? 0) > 0))
       mark("downloaded", now);
-    for (const pod of pods.items as unknown as V1Pod[]) {
-      if (pod.status?.containerStatuses?.[0]?.state?.running) mark("running", now);
-      if (pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) mark("ready", now);
+    const serving = (pods.items as unknown as V1Pod[]).filter((p) => !p.metadata?.deletionTimestamp);
+    if (serving.some((p) => p.status?.containerStatuses?.[0]?.state?.running)) mark("running", now);
+    const ready = serving.filter((p) =>
+      p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    );
+    if (ready.length > 0) mark("ready", now);
+    if (ready.length >= replicas && seen.allReady === undefined) {
+      mark("allReady", now);
+      podNodes = new Set(ready.map((p) => p.spec?.nodeName)).size;
     }
-    if (model_?.status?.phase === "Ready") mark("statusReady", now);
+    if (model_?.status?.phase === "Ready") {
+      mark("statusReady", now);
+      storageMode ??= model_.status.storageMode;
+    }
     // The URL is in the status once the Service exists; ask as soon as a pod is Ready.
     if (seen.ready !== undefined && model_?.status?.url && seen.answered === undefined) {
-      endpoint ??= await endpointOf(bed, model_);
-      const answer = await inferV2(endpoint, model.name, model.inputs, 2000).catch(() => undefined);
-      if (answer?.status === 200) mark("answered", performance.now() - t0);
+      endpoint ??= await endpointFor(model_);
+      const answer = await inferV2(endpoint, sample.name, sample.inputs, 2000).catch(() => undefined);
+      if (answer?.status === 200) {
+        if (isDeepStrictEqual(answer.data, sample.predictions)) mark("answered", performance.now() - t0);
+        else wrongAnswers++;
+      }
     }
-    if (seen.answered !== undefined && seen.statusReady !== undefined) break;
+    if (seen.answered !== undefined && seen.statusReady !== undefined && seen.allReady !== undefined) break;
     if (now > 15 * 60_000) throw new Error(`no prediction within 15 minutes: ${JSON.stringify(seen)}`);
     await sleep(100);
   }
   return {
-    downloadS: seconds(seen.downloaded!),
-    podStartS: seconds(seen.running! - seen.downloaded!),
-    modelLoadS: seconds(seen.ready! - seen.running!),
-    readinessS: seconds(seen.answered! - seen.ready!),
-    totalS: seconds(seen.answered!),
-    statusReadyS: seconds(seen.statusReady!),
+    ...splitMilestones(seen),
+    podNodes,
+    wrongAnswers,
+    ...(storageMode ? { storageModeReported: storageMode } : {}),
     endpoint: endpoint!,
   };
 }
@@ -145,7 +164,7 @@ async function oneRun(bed: RealNodeBed, run: number, log: Log): Promise<FirstInf
     publishSample(bed, `${name}-v2.tgz`, { name, version: 2 }),
     publishSample(bed, `${name}-v3.tgz`, { name, version: 3, broken: true }),
   ]);
-  const first = await timeFirstInference(bed, name, v1);
+  const first = await timeFirstInference(bed, sklearnModel(name, v1), v1, 1);
   log(
     `run ${run}: first prediction ${first.totalS}s after apply (${JSON.stringify({ ...first, endpoint: undefined })})`,
   );
@@ -180,7 +199,7 @@ async function oneRun(bed: RealNodeBed, run: number, log: Log): Promise<FirstInf
   const roll = figures(traffic.report("roll", "rollback"));
   const rollback = figures(traffic.report("rollback", "end"));
   log(`run ${run}: during the roll ${JSON.stringify(roll)}; during the rollback ${JSON.stringify(rollback)}`);
-  const { endpoint: _, ...times } = first;
+  const { endpoint: _, podNodes: _n, wrongAnswers: _w, storageModeReported: _s, ...times } = first;
   return { ...times, roll, rollback };
 }
 
