@@ -42,11 +42,11 @@ describe("pauseOnSchedule", () => {
       }
       assert.ok(pauser.pauses() >= 2, "two pauses began");
       assert.ok(seen.has("T"), `the process was seen stopped (states ${[...seen]})`);
-      assert.ok(seen.has("S"), `the process was seen running (states ${[...seen]})`);
+      assert.ok(seen.has("S") || seen.has("R"), `the process was seen running (states ${[...seen]})`);
     } finally {
       await pauser.stop();
     }
-    assert.equal(state(), "S", "stop resumed it");
+    assert.notEqual(state(), "T", "stop resumed it");
     child.kill("SIGKILL");
   });
 });
