@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import {
   BinaryError,
+  buildTags,
   checkGoToolchain,
   ensureNodeBinaries,
   inspectEntry,
@@ -208,6 +209,7 @@ describe("the real node's build order", () => {
     // Go reuses a compiled package only when it is built from the same module with the same flags.
     assert.equal(node.moduleDir, controlPlane.moduleDir);
     assert.deepEqual(node.ldflags, controlPlane.ldflags);
+    assert.equal(buildTags(node), buildTags(controlPlane));
     assert.deepEqual(
       order
         .flatMap((r) => r.binaries)
