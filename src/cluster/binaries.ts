@@ -422,11 +422,18 @@ export async function ensureRecipes<N extends string>(
   return paths;
 }
 
-/** Returns the path of every control-plane binary, building what the cache lacks. */
+/**
+ * Returns the path of every control-plane binary, building what the cache lacks. The recipes
+ * build side by side: etcd and kwok are done while Kubernetes, the longest, still builds, so
+ * that nothing is left to build after it but the real node's kubelet and kube-proxy.
+ */
 export async function ensureBinaries(progress: ProgressFn = () => {}): Promise<BinaryPaths> {
   const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
   if (userDir) return fromUserDir(userDir, binaryNames);
-  return ensureRecipes<BinaryName>(recipes, progress);
+  const built = await Promise.allSettled(recipes.map((r) => ensureRecipes<BinaryName>([r], progress)));
+  const failed = built.find((b) => b.status === "rejected");
+  if (failed) throw failed.reason;
+  return Object.assign({}, ...built.map((b) => (b as PromiseFulfilledResult<BinaryPaths>).value));
 }
 
 /** Whether the real node's binaries are cached (or given), or Go can build them. */
