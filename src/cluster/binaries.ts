@@ -42,6 +42,8 @@ export interface Recipe {
   /** Go packages to build, and the module directory to build them from (undefined: `go install pkg@version`). */
   packages: string[];
   moduleDir?: string;
+  /** Build tags besides the ones every recipe builds with (buildTags). */
+  tags?: string[];
   ldflags: string[];
   /** What a cold build took on a 2-core machine, to set expectations. */
   coldBuild: string;
@@ -211,10 +213,15 @@ function goEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...process.env, CGO_ENABLED: "0", GOTOOLCHAIN: "local", GOFLAGS: "-buildvcs=false", ...extra };
 }
 
+/** The build tags of a recipe: Kubernetes' own (selinux, notest) and the recipe's. */
+export function buildTags(recipe: Recipe): string {
+  return ["selinux", "notest", ...(recipe.tags ?? [])].join(",");
+}
+
 /** Counts the packages a build will compile, so progress can be shown as a fraction. */
 function countPackages(recipe: Recipe): number | undefined {
   if (!recipe.moduleDir) return undefined;
-  const result = spawnSync("go", ["list", "-deps", "-tags", "selinux,notest", ...recipe.packages], {
+  const result = spawnSync("go", ["list", "-deps", "-tags", buildTags(recipe), ...recipe.packages], {
     cwd: recipe.moduleDir,
     env: goEnv(),
     encoding: "utf8",
@@ -261,7 +268,7 @@ async function build(recipe: Recipe, dir: string, progress: ProgressFn): Promise
   };
   const timer = setInterval(report, 15_000);
   try {
-    const common = ["-v", "-trimpath", "-tags", "selinux,notest", "-ldflags", recipe.ldflags.join(" ")];
+    const common = ["-v", "-trimpath", "-tags", buildTags(recipe), "-ldflags", recipe.ldflags.join(" ")];
     if (recipe.moduleDir) {
       const out = recipe.packages.length > 1 ? `${staging}/` : join(staging, recipe.binaries[0]!);
       await runGo(
@@ -415,11 +422,18 @@ export async function ensureRecipes<N extends string>(
   return paths;
 }
 
-/** Returns the path of every control-plane binary, building what the cache lacks. */
+/**
+ * Returns the path of every control-plane binary, building what the cache lacks. The recipes
+ * build side by side: etcd and kwok are done while Kubernetes, the longest, still builds, so
+ * that nothing is left to build after it but the real node's kubelet and kube-proxy.
+ */
 export async function ensureBinaries(progress: ProgressFn = () => {}): Promise<BinaryPaths> {
   const userDir = process.env.MLMODEL_CONTROLPLANE_BIN_DIR;
   if (userDir) return fromUserDir(userDir, binaryNames);
-  return ensureRecipes<BinaryName>(recipes, progress);
+  const built = await Promise.allSettled(recipes.map((r) => ensureRecipes<BinaryName>([r], progress)));
+  const failed = built.find((b) => b.status === "rejected");
+  if (failed) throw failed.reason;
+  return Object.assign({}, ...built.map((b) => (b as PromiseFulfilledResult<BinaryPaths>).value));
 }
 
 /** Whether the real node's binaries are cached (or given), or Go can build them. */

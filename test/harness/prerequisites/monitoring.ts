@@ -1,6 +1,6 @@
 /** Prometheus and promtool, for the monitoring tests (alert rule tests, scraping the operator). */
 import { join } from "node:path";
-import { entriesDir, inspectEntry } from "../../../src/cluster/binaries.ts";
+import { buildTags, entriesDir, inspectEntry } from "../../../src/cluster/binaries.ts";
 import {
   ensurePrometheus,
   prometheusModuleVersion,
@@ -26,6 +26,6 @@ export const prometheus: Prerequisite = {
   },
   byHand: [
     "npm run prerequisites -- prometheus   # builds with Go 1.26+ through the Go module proxy",
-    `what it runs: go install -trimpath github.com/prometheus/prometheus/cmd/{prometheus,promtool}@${prometheusModuleVersion}`,
+    `what it runs: go install -trimpath -tags ${buildTags(prometheusRecipe)} github.com/prometheus/prometheus/cmd/{prometheus,promtool}@${prometheusModuleVersion}`,
   ].join("\n"),
 };

@@ -1,12 +1,15 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { chmodSync, mkdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import {
   BinaryError,
+  binaryNames,
+  buildTags,
   checkGoToolchain,
+  ensureBinaries,
   ensureNodeBinaries,
   inspectEntry,
   nodeBinaryNames,
@@ -65,6 +68,54 @@ describe("binary cache entries", () => {
       await inspectEntry(entry({ etcd: "fake etcd\n", "manifest.json": manifest }), etcdRecipe),
       { state: "ok" },
     );
+  });
+});
+
+describe("the control plane's binaries", () => {
+  async function withCache<T>(env: Record<string, string>, fn: (cache: string) => Promise<T>): Promise<T> {
+    const cache = scratchDir("controlplane-cache");
+    const saved = { MLMODEL_CACHE_DIR: process.env.MLMODEL_CACHE_DIR, PATH: process.env.PATH };
+    Object.assign(process.env, { MLMODEL_CACHE_DIR: cache, ...env });
+    try {
+      return await fn(cache);
+    } finally {
+      for (const [name, value] of Object.entries(saved))
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+    }
+  }
+
+  it("takes every binary from its recipe's entry when all are cached", async () => {
+    const { createHash } = await import("node:crypto");
+    await withCache({}, async (cache) => {
+      for (const recipe of recipes) {
+        const dir = join(cache, "controlplane", recipe.key);
+        mkdirSync(dir, { recursive: true });
+        const digests: Record<string, string> = {};
+        for (const name of recipe.binaries) {
+          writeFileSync(join(dir, name), `fake ${name}\n`, { mode: 0o755 });
+          digests[name] = createHash("sha256").update(`fake ${name}\n`).digest("hex");
+        }
+        writeFileSync(join(dir, "manifest.json"), JSON.stringify({ key: recipe.key, digests }));
+      }
+      const paths = await ensureBinaries();
+      assert.deepEqual(Object.keys(paths).sort(), [...binaryNames].sort());
+      for (const recipe of recipes)
+        for (const name of recipe.binaries)
+          assert.equal(paths[name as keyof typeof paths], join(cache, "controlplane", recipe.key, name));
+    });
+  });
+
+  it("fails with the build's error when one cannot be built, after the others settle", async () => {
+    await withCache({ PATH: "/nonexistent" }, async (cache) => {
+      await assert.rejects(ensureBinaries(), (err: Error) => {
+        assert.ok(err instanceof BinaryError, String(err));
+        assert.match(err.message, /no Go toolchain was found on PATH/);
+        return true;
+      });
+      for (const recipe of recipes)
+        assert.equal(existsSync(join(cache, "controlplane", `${recipe.key}.lock`)), false, recipe.key);
+    });
   });
 });
 
@@ -208,6 +259,7 @@ describe("the real node's build order", () => {
     // Go reuses a compiled package only when it is built from the same module with the same flags.
     assert.equal(node.moduleDir, controlPlane.moduleDir);
     assert.deepEqual(node.ldflags, controlPlane.ldflags);
+    assert.equal(buildTags(node), buildTags(controlPlane));
     assert.deepEqual(
       order
         .flatMap((r) => r.binaries)
