@@ -559,40 +559,26 @@ describe("copies under way, summed over nodes", () => {
   });
 
   it("a change of the copies alone is held like counts: at most one status write per settle time", () => {
-    const before = computeStatus({
-      model: model(spec),
-      now: "2026-11-27T10:00:01Z",
-      plan: nodeCachePlan(),
-      missing: [],
-      jobPods: [],
-      pods: undefined,
-      nodeCache: { states: filling },
-    });
+    const statusAt = (now: string, states: NodeCacheState[]) =>
+      computeStatus({
+        model: model(spec),
+        now,
+        plan: nodeCachePlan(),
+        missing: [],
+        jobPods: [],
+        pods: undefined,
+        nodeCache: { states },
+      });
+    const before = statusAt("2026-11-27T10:00:01Z", filling);
     assert.ok(before.cache?.fill, "the copies are in status");
     const moved = structuredClone(filling);
     moved[0]!.fills![0]!.bytesDone = 900;
-    const after = computeStatus({
-      model: model(spec),
-      now: "2026-11-27T10:00:03Z",
-      plan: nodeCachePlan(),
-      missing: [],
-      jobPods: [],
-      pods: undefined,
-      nodeCache: { states: moved },
-    });
+    const after = statusAt("2026-11-27T10:00:03Z", moved);
     assert.notDeepEqual(after.cache?.fill, before.cache?.fill);
     assert.equal(countsOnly(before, after), true);
     const held = structuredClone(moved);
     held[2] = state("node-c", []);
-    const nodeGone = computeStatus({
-      model: model(spec),
-      now: "2026-11-27T10:00:03Z",
-      plan: nodeCachePlan(),
-      missing: [],
-      jobPods: [],
-      pods: undefined,
-      nodeCache: { states: held },
-    });
+    const nodeGone = statusAt("2026-11-27T10:00:03Z", held);
     assert.equal(
       countsOnly(before, nodeGone),
       false,
