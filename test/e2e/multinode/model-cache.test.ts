@@ -59,10 +59,12 @@ const modelName = "iris";
 const paddingBytes = 2_000_000;
 /**
  * Requests sent this long after the test saw the endpoints drop a lost node's pods may still
- * have gone by kube-proxy's old rules on the entry node (its minSyncPeriod is 0: it rewrites
- * them at the change, in about this time on this machine).
+ * have gone by kube-proxy's old rules on the entry node. Its minSyncPeriod is 0, so it rewrites
+ * them at the change: about 1 s here on a quiet machine, several on a saturated one (kube-proxy
+ * waits for CPU like everything else). The claim is that failures end with the endpoints, not
+ * that kube-proxy is fast, so the margin is generous.
  */
-const kubeProxyFollowsMs = 1000;
+const kubeProxyFollowsMs = 10_000;
 
 type Published = SampleModel & { uri: string; path: string };
 
