@@ -148,6 +148,13 @@ export const mlModelCrd = crd({
       description: "The canary while one runs: revision, traffic share and step.",
     },
     {
+      name: "Cache",
+      type: "string",
+      jsonPath: ".status.cache.progress",
+      description:
+        "While the node cache copies the model onto nodes and into pods: copies, nodes, percent, bytes and rate summed over the nodes.",
+    },
+    {
       name: "Runtime",
       type: "string",
       jsonPath: ".status.runtime",

@@ -849,6 +849,24 @@ const nodeCacheStatus = {
       type: "integer",
       description: "Bytes of this entry copied from other nodes, summed over the nodes that report it.",
     },
+    fill: {
+      type: "object",
+      description:
+        "The copies of this entry under way, summed over the nodes whose agents report them: into a node's cache from a peer, and out of a node's cache into a serving pod. Absent when none is.",
+      properties: {
+        nodes: { type: "integer", description: "Nodes with a copy under way." },
+        copies: { type: "integer", description: "Copies under way." },
+        bytesDone: { type: "integer", description: "Bytes copied so far." },
+        bytesTotal: { type: "integer", description: "Bytes the copies move in all (the entry's size each)." },
+        bytesPerSecond: { type: "number", description: "The copies' rates, summed." },
+      },
+    },
+    progress: {
+      type: "string",
+      maxLength: 120,
+      description:
+        'One line for the Cache column of kubectl get mlm while copies are under way, e.g. "3 copies on 2 nodes: 45% 1.8Mi/4.0Mi 12Mi/s".',
+    },
   },
 } as const;
 

@@ -5,9 +5,11 @@
 import { createReadStream } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { mapBounded } from "../downloader/download.ts";
-import { type EntryManifest, type NodeCacheState, nodeCacheApi } from "./contract.ts";
+import { copyIdHeader, type EntryManifest, type NodeCacheState, nodeCacheApi } from "./contract.ts";
+import { FillTracker } from "./fills.ts";
 import { downloadTo, HttpStatusError, readText, requestJson, saveHashed, send } from "./http.ts";
 import {
   type ContentStore,
@@ -34,7 +36,10 @@ export interface AgentOptions {
   /** Keys that pods on this node serve: never evicted. */
   inUseKeys: () => Promise<ReadonlySet<string>>;
   log?: (line: string) => void;
-  /** Told whenever what the agent holds or reports changes (the state writer listens). */
+  /**
+   * Told whenever what the agent holds or reports changes (the state writer listens), a copy's
+   * bytes included: the writer bounds how often the state is written.
+   */
   onChange?: () => void;
   /** How long a peer may keep silent during a copy. */
   peerIdleTimeoutMs?: number;
@@ -76,6 +81,8 @@ export class NodeCacheAgent {
   readonly #ensuring = new Map<string, Promise<EntryManifest>>();
   /** Keys being streamed out or copied in right now: not evicted under a reader's feet. */
   readonly #pins = new Map<string, number>();
+  /** Copies under way (into this cache from a peer, out of it into a pod), for the state. */
+  readonly #fills = new FillTracker();
   #inUse: ReadonlySet<string> = new Set();
   #inUseKnown = false;
   bytesFromPeers = 0;
@@ -121,6 +128,7 @@ export class NodeCacheAgent {
   }
 
   state(now = new Date()): NodeCacheState {
+    const fills = this.#fills.report();
     return {
       node: this.#opts.node,
       budgetBytes: this.#store.budgetBytes,
@@ -142,6 +150,7 @@ export class NodeCacheAgent {
           inUse: this.#inUse.has(e.manifest.key),
         }))
         .sort((a, b) => (a.key < b.key ? -1 : 1)),
+      ...(fills.length > 0 ? { fills } : {}),
       updatedAt: now.toISOString(),
     };
   }
@@ -169,7 +178,7 @@ export class NodeCacheAgent {
       const path = m[3].split("/").map(decodeSegment).join("/");
       if (!validRelativePath(path))
         throw new Refusal(400, `file path "${path}" must be relative, "/"-separated, without "." or ".."`);
-      if (method === "GET") return this.#serveFile(key, path, res);
+      if (method === "GET") return this.#serveFile(key, path, res, copyIdOf(req));
       if (method === "PUT") return this.#receiveFile(key, path, req, res);
     }
     throw new Refusal(405, `${method} is not allowed on ${url.pathname}`);
@@ -181,7 +190,7 @@ export class NodeCacheAgent {
     return e.manifest;
   }
 
-  async #serveFile(key: string, path: string, res: http.ServerResponse): Promise<void> {
+  async #serveFile(key: string, path: string, res: http.ServerResponse, copyId?: string): Promise<void> {
     const file = this.#store.filePath(key, path);
     if (!file) {
       throw new Refusal(
@@ -191,11 +200,16 @@ export class NodeCacheAgent {
           : `node ${this.#opts.node} holds no entry ${key}`,
       );
     }
-    const size = this.#store.entry(key)!.manifest.files.find((f) => f.path === path)!.size;
+    const manifest = this.#store.entry(key)!.manifest;
+    const size = manifest.files.find((f) => f.path === path)!.size;
+    const fill = copyId ? `pod:${copyId}` : undefined;
+    if (fill) this.#fills.start(fill, { key, kind: "pod", bytesTotal: manifest.size });
     this.#pin(key);
     try {
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": size });
-      await pipeline(createReadStream(file, { highWaterMark: 1 << 20 }), res);
+      const source = createReadStream(file, { highWaterMark: 1 << 20 });
+      if (fill) await pipeline(source, this.#counter(fill), res);
+      else await pipeline(source, res);
     } finally {
       this.#unpin(key);
     }
@@ -241,8 +255,12 @@ export class NodeCacheAgent {
     sendJson(res, 200, file);
   }
 
-  /** Uploads nobody added to for `maxIdleMs` (a download Job killed mid-upload) are dropped. */
-  async discardIdleUploads(maxIdleMs: number, now = Date.now()): Promise<void> {
+  /**
+   * Uploads nobody added to for `maxIdleMs` (a download Job killed mid-upload) are dropped, and
+   * so are the reports of copies that moved no byte for `copyIdleMs` (a pod that died mid-copy).
+   */
+  async discardIdleUploads(maxIdleMs: number, now = Date.now(), copyIdleMs = 60_000): Promise<void> {
+    if (this.#fills.dropIdle(copyIdleMs)) this.#opts.onChange?.();
     for (const [key, upload] of this.#uploads) {
       if (upload.active > 0 || now - upload.touchedAt < maxIdleMs) continue;
       this.#uploads.delete(key);
@@ -433,6 +451,8 @@ export class NodeCacheAgent {
   async #copyFrom(peer: Peer, manifest: EntryManifest, idleTimeoutMs: number): Promise<void> {
     const staging = await this.#store.newStaging(manifest.key);
     const hashes = new Map<string, string>();
+    const fill = `peer:${manifest.key}:${peer.node}`;
+    this.#fills.start(fill, { key: manifest.key, kind: "peer", peer: peer.node, bytesTotal: manifest.size });
     this.#pin(manifest.key);
     try {
       await mapBounded(
@@ -443,7 +463,7 @@ export class NodeCacheAgent {
           const got = await downloadTo(
             `${peer.url}${nodeCacheApi.file(manifest.key, f.path)}`,
             this.#store.stagedPath(staging, f.path),
-            { idleTimeoutMs, signal },
+            { idleTimeoutMs, signal, onBytes: (n) => this.#filled(fill, n) },
           );
           if (got.size !== f.size || got.sha256 !== f.sha256) {
             this.#askToReverify(peer, manifest.key);
@@ -461,9 +481,26 @@ export class NodeCacheAgent {
       );
       this.#opts.onChange?.();
     } finally {
+      this.#fills.end(fill);
       this.#unpin(manifest.key);
       await this.#store.discardStaging(staging);
     }
+  }
+
+  /** A pass-through that reports the bytes of a copy into a pod as they go out. */
+  #counter(fill: string): Transform {
+    return new Transform({
+      transform: (chunk: Buffer, _enc, done) => {
+        this.#filled(fill, chunk.length);
+        done(null, chunk);
+      },
+    });
+  }
+
+  /** Bytes of a copy moved: the state shows them at its next write. */
+  #filled(fill: string, bytes: number): void {
+    this.#fills.add(fill, bytes);
+    this.#opts.onChange?.();
   }
 
   /** A peer sent bytes that do not match its manifest: it re-reads its entry (and drops it if corrupt). */
@@ -500,6 +537,12 @@ export class NodeCacheAgent {
     }
     sendJson(res, status, { error: message });
   }
+}
+
+/** The copy id `cache-copy` sends with each file it reads, when it is a short token. */
+function copyIdOf(req: http.IncomingMessage): string | undefined {
+  const id = req.headers[copyIdHeader];
+  return typeof id === "string" && /^[A-Za-z0-9-]{1,64}$/.test(id) ? id : undefined;
 }
 
 function decodeSegment(segment: string): string {

@@ -2,6 +2,7 @@
 // out with sha256 checks) and `mlmodel download --cache` (ensure; else upload the downloaded
 // tree and commit it). Failures are the downloader's DownloadErrors, so both commands end with
 // the same one-line termination message as a download.
+import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
@@ -9,7 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { listFiles } from "../downloader/digest.ts";
 import { mapBounded } from "../downloader/download.ts";
 import { DownloadError, toDownloadError } from "../downloader/errors.ts";
-import { type EntryFile, type EntryManifest, nodeCacheApi } from "./contract.ts";
+import { copyIdHeader, type EntryFile, type EntryManifest, nodeCacheApi } from "./contract.ts";
 import { downloadTo, HttpStatusError, hashingTap, requestJson, requestText } from "./http.ts";
 import { validKey } from "./store.ts";
 
@@ -140,6 +141,8 @@ export class AgentClient {
    */
   async copyEntry(m: EntryManifest, dir: string, onBytes: (n: number) => void): Promise<string[]> {
     const bad: string[] = [];
+    // One id per copy: the agent reports this copy's bytes against the entry's size.
+    const headers = { [copyIdHeader]: randomBytes(8).toString("hex") };
     await mapBounded(
       m.files,
       this.#opts.parallel,
@@ -148,6 +151,7 @@ export class AgentClient {
         const got = await downloadTo(`${this.url}${nodeCacheApi.file(m.key, f.path)}`, join(dir, f.path), {
           idleTimeoutMs: this.#opts.idleTimeoutMs,
           signal,
+          headers,
         }).catch((err: unknown) => {
           throw agentError(err, `copy of ${f.path} from cache entry ${m.key}`);
         });

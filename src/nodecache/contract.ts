@@ -48,6 +48,12 @@ export const downloadCacheFlags = { url: "--cache", key: "--cache-key" } as cons
 export const cacheKeyLabel = "serving.mlmodel.dev/cache-key";
 
 /**
+ * The header `mlmodel cache-copy` sends on each file it reads out of its node's agent: one id
+ * per copy into a pod, so the agent can report that copy's bytes so far against the entry's size.
+ */
+export const copyIdHeader = "x-mlmodel-copy-id";
+
+/**
  * The cache key of a model version: its exact URI and the checksum the spec pins, hashed, so
  * two models with the same URI and sha256 share one entry, and the key never shows the URI
  * (which may hold credentials). 20 lowercase hex characters (fits a label value).
@@ -114,6 +120,24 @@ export interface NodeCacheEntry {
   inUse: boolean;
 }
 
+/** A copy of an entry under way on a node, as its agent reports it. */
+export interface NodeCacheFill {
+  key: string;
+  /**
+   * "peer": the agent copies the entry from another node's agent into its cache; "pod": a
+   * serving pod's `cache-copy` copies it out of this node's cache into the pod's volume.
+   */
+  kind: "peer" | "pod";
+  /** The node copied from, for a peer copy. */
+  peer?: string;
+  bytesDone: number;
+  /** The entry's size. */
+  bytesTotal: number;
+  /** Average since the copy started. */
+  bytesPerSecond: number;
+  startedAt: string;
+}
+
 /**
  * What an agent holds, served at `GET /v1/entries` and written to its state ConfigMap (name
  * {@link nodeCacheStateConfigMap}, labels {@link nodeCacheComponentLabels}, key
@@ -128,6 +152,8 @@ export interface NodeCacheState {
   bytesFromOrigin: number;
   evictions: number;
   entries: NodeCacheEntry[];
+  /** Copies under way on this node (absent from agents that do not report them). */
+  fills?: NodeCacheFill[];
   updatedAt: string;
 }
 

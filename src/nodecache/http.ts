@@ -98,22 +98,31 @@ export async function requestJson<T>(url: string, opts: RequestOptions): Promise
 export async function downloadTo(
   url: string,
   target: string,
-  opts: { idleTimeoutMs: number; signal?: AbortSignal },
+  opts: {
+    idleTimeoutMs: number;
+    signal?: AbortSignal;
+    headers?: http.OutgoingHttpHeaders;
+    onBytes?: (n: number) => void;
+  },
 ): Promise<{ size: number; sha256: string }> {
   const res = await send(url, opts);
   const status = res.statusCode ?? 0;
   if (status !== 200) throw new HttpStatusError(url, status, errorDetail(await readText(res)));
-  return saveHashed(res, target);
+  return saveHashed(res, target, opts.onBytes);
 }
 
-/** A pass-through stream that counts and hashes what goes through it. */
-export function hashingTap(): { tap: Transform; result: () => { size: number; sha256: string } } {
+/** A pass-through stream that counts and hashes what goes through it (told each chunk's size). */
+export function hashingTap(onBytes?: (n: number) => void): {
+  tap: Transform;
+  result: () => { size: number; sha256: string };
+} {
   const hash = createHash("sha256");
   let size = 0;
   const tap = new Transform({
     transform(chunk: Buffer, _enc, done) {
       hash.update(chunk);
       size += chunk.length;
+      onBytes?.(chunk.length);
       done(null, chunk);
     },
   });
@@ -127,10 +136,11 @@ export function hashingTap(): { tap: Transform; result: () => { size: number; sh
 export async function saveHashed(
   source: Readable,
   target: string,
+  onBytes?: (n: number) => void,
 ): Promise<{ size: number; sha256: string }> {
   await mkdir(dirname(target), { recursive: true });
   const part = `${target}.${randomBytes(4).toString("hex")}.part`;
-  const { tap, result } = hashingTap();
+  const { tap, result } = hashingTap(onBytes);
   try {
     await pipeline(source, tap, createWriteStream(part));
     await rename(part, target);

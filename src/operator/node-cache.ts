@@ -5,9 +5,11 @@
  * share with the operator are src/nodecache/contract.ts.
  */
 import type { MLModel, NodeCacheStatus } from "../api/mlmodel.ts";
+import { shortBytes } from "../downloader/progress.ts";
 import {
   cacheKey,
   type NodeCacheEntry,
+  type NodeCacheFill,
   type NodeCacheState,
   nodeCacheComponentLabels,
   nodeCachePort,
@@ -74,7 +76,11 @@ function parseState(text: string | undefined): NodeCacheState | undefined {
     const entries = state.entries.filter(
       (e): e is NodeCacheEntry => typeof e?.key === "string" && typeof e.size === "number",
     );
-    return { ...(state as NodeCacheState), entries };
+    const fills = (Array.isArray(state.fills) ? state.fills : []).filter(
+      (f): f is NodeCacheFill =>
+        typeof f?.key === "string" && typeof f.bytesDone === "number" && typeof f.bytesTotal === "number",
+    );
+    return { ...(state as NodeCacheState), entries, fills };
   } catch {
     // A state being written by a newer or broken agent is not ours to judge: shown as absent.
     return undefined;
@@ -84,8 +90,11 @@ function parseState(text: string | undefined): NodeCacheState | undefined {
 /** Index of state ConfigMaps by the cache keys they list. */
 export const nodeCacheKeysIndex = "node-cache-keys";
 
+/** The keys a state lists: held entries and copies under way. */
 export function stateKeys(cm: Readonly<KubeObject>): string[] {
-  return nodeCacheStateOf(cm)?.entries.map((e) => e.key) ?? [];
+  const state = nodeCacheStateOf(cm);
+  if (!state) return [];
+  return [...new Set([...state.entries.map((e) => e.key), ...(state.fills ?? []).map((f) => f.key)])];
 }
 
 /** Index of MLModels by the cache keys they use: their spec's, and the one their status shows. */
@@ -100,10 +109,16 @@ export function modelCacheKeys(model: Readonly<MLModel>): string[] {
   return [...keys];
 }
 
-/** What status shows of an entry: a change of anything else (times of use) wakes no model. */
+/**
+ * What status shows of a state's entries and copies under way: a change of anything else (times
+ * of use) wakes no model.
+ */
 function entriesShown(cm: Readonly<KubeObject>): string {
-  const entries = nodeCacheStateOf(cm)?.entries ?? [];
-  return JSON.stringify(entries.map((e) => [e.key, e.size, e.files, e.source, e.peer, e.inUse]));
+  const state = nodeCacheStateOf(cm);
+  return JSON.stringify([
+    (state?.entries ?? []).map((e) => [e.key, e.size, e.files, e.source, e.peer, e.inUse]),
+    (state?.fills ?? []).map((f) => [f.key, f.kind, f.peer, f.bytesDone, f.bytesTotal]),
+  ]);
 }
 
 /** A state ConfigMap's change that changes what some model's status.cache shows. */
@@ -123,6 +138,7 @@ export function nodeCacheStatus(
   key: string,
   url: string,
   states: readonly NodeCacheState[],
+  now?: number,
 ): NodeCacheStatus {
   const nodes: NonNullable<NodeCacheStatus["nodes"]> = [];
   let fromOrigin = 0;
@@ -143,6 +159,7 @@ export function nodeCacheStatus(
     });
   }
   nodes.sort((a, b) => a.node.localeCompare(b.node));
+  const fill = fillOf(key, states, now);
   return {
     key,
     url,
@@ -150,5 +167,54 @@ export function nodeCacheStatus(
     nodesCached: nodes.length,
     bytesFromOrigin: fromOrigin,
     bytesFromPeers: fromPeers,
+    ...(fill ? { fill, progress: fillProgressText(fill) } : {}),
   };
+}
+
+export type NodeCacheFillStatus = NonNullable<NodeCacheStatus["fill"]>;
+
+/**
+ * An agent copying something writes its state whenever bytes moved, at most once per its state
+ * interval (5 s by default): copies in a state older than this are no longer reported by a
+ * running agent (its node stopped or is cut off) and are not shown as under way.
+ */
+export const fillReportMaxAgeMs = 60_000;
+
+/**
+ * The copies of `key` under way, summed over the nodes whose agents report them; undefined when
+ * none is. With `now`, a state not written for fillReportMaxAgeMs counts for none.
+ */
+export function fillOf(
+  key: string,
+  states: readonly NodeCacheState[],
+  now?: number,
+): NodeCacheFillStatus | undefined {
+  const nodes = new Set<string>();
+  let copies = 0;
+  let bytesDone = 0;
+  let bytesTotal = 0;
+  let bytesPerSecond = 0;
+  for (const state of states) {
+    if (now !== undefined && !(now - Date.parse(state.updatedAt) < fillReportMaxAgeMs)) continue;
+    for (const f of state.fills ?? []) {
+      if (f.key !== key) continue;
+      nodes.add(state.node);
+      copies++;
+      bytesDone += Math.min(f.bytesDone, f.bytesTotal);
+      bytesTotal += f.bytesTotal;
+      bytesPerSecond += f.bytesPerSecond ?? 0;
+    }
+  }
+  if (copies === 0) return undefined;
+  return { nodes: nodes.size, copies, bytesDone, bytesTotal, bytesPerSecond };
+}
+
+/** The Cache column: "3 copies on 2 nodes: 45% 1.8Mi/4.0Mi 12Mi/s". */
+export function fillProgressText(fill: NodeCacheFillStatus): string {
+  const copies = `${fill.copies} ${fill.copies === 1 ? "copy" : "copies"}`;
+  const nodes = `${fill.nodes} ${fill.nodes === 1 ? "node" : "nodes"}`;
+  const total = fill.bytesTotal ?? 0;
+  const done = fill.bytesDone ?? 0;
+  const pct = total > 0 ? Math.min(100, Math.floor((100 * done) / total)) : 0;
+  return `${copies} on ${nodes}: ${pct}% ${shortBytes(done)}/${shortBytes(total)} ${shortBytes(Math.round(fill.bytesPerSecond ?? 0))}/s`;
 }

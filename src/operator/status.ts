@@ -526,7 +526,10 @@ function storageStatus(o: Observed): Pick<MLModelStatus, "storageMode" | "cache"
     const { key, url } = source.nodeCache;
     const states = o.nodeCache?.states;
     // Without the agents' states no node is listed: none would say no node holds it.
-    return { storageMode: "NodeCache", cache: states ? nodeCacheStatus(key, url, states) : { key, url } };
+    return {
+      storageMode: "NodeCache",
+      cache: states ? nodeCacheStatus(key, url, states, Date.parse(o.now)) : { key, url },
+    };
   }
   return o.nodeCache ? { storageMode: "Claim" } : {};
 }

@@ -193,8 +193,9 @@ export function countsOnly(before: MLModelStatus | undefined, after: MLModelStat
 
 /**
  * The status without what may move within one step (phase and reason unchanged): the counts,
- * the messages, the download Job's state and attempts, and the conditions of the sub-steps
- * (StorageReady when the claim binds, during Downloading; Ready and the rest follow the phase).
+ * the messages, the download Job's state and attempts, the node cache's copies under way
+ * (status.cache.fill and its line), and the conditions of the sub-steps (StorageReady when the
+ * claim binds, during Downloading; Ready and the rest follow the phase).
  */
 function withoutCounts(status: MLModelStatus): unknown {
   const owned = operatorOwned(status) as MLModelStatus;
@@ -205,9 +206,12 @@ function withoutCounts(status: MLModelStatus): unknown {
     message: _m,
     conditions: _c,
     download,
+    cache,
     ...rest
   } = owned;
-  return { ...rest, download: download?.job };
+  // The node cache's copies under way move like counts: at most one write per settle time.
+  const { fill: _f, progress: _p, ...cached } = cache ?? {};
+  return { ...rest, download: download?.job, ...(cache ? { cache: cached } : {}) };
 }
 
 /** The Event a status change is worth: a Warning the first time it says rolled back, else a transition's. */

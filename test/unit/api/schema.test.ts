@@ -45,7 +45,19 @@ describe("CRD schemas", () => {
     assert.deepEqual(Object.keys(v.subresources).sort(), ["scale", "status"]);
     assert.deepEqual(
       v.additionalPrinterColumns.map((c) => c.name),
-      ["Phase", "Ready", "Replicas", "Download", "URL", "Version", "Canary", "Runtime", "Reason", "Age"],
+      [
+        "Phase",
+        "Ready",
+        "Replicas",
+        "Download",
+        "URL",
+        "Version",
+        "Canary",
+        "Cache",
+        "Runtime",
+        "Reason",
+        "Age",
+      ],
     );
   });
 

@@ -18,8 +18,12 @@ import {
   usesOwnClaim,
 } from "../../../src/operator/desired.ts";
 import { servedCacheCopyImages } from "../../../src/operator/mlmodel/decide.ts";
+import { countsOnly } from "../../../src/operator/mlmodel/report.ts";
 import { servingSelector } from "../../../src/operator/names.ts";
 import {
+  fillOf,
+  fillProgressText,
+  fillReportMaxAgeMs,
   isNodeCacheState,
   modelCacheKeys,
   nodeCacheStateOf,
@@ -470,5 +474,115 @@ describe("status from the agents' states", () => {
     assert.equal(nodeCacheUrlOf("fd00::20"), "http://[fd00::20]:8375");
     assert.equal(nodeCacheUrlOf("None"), undefined);
     assert.equal(nodeCacheUrlOf(undefined), undefined);
+  });
+});
+
+describe("copies under way, summed over nodes", () => {
+  const fill = (f: Partial<NonNullable<NodeCacheState["fills"]>[number]>) => ({
+    key,
+    kind: "pod" as const,
+    bytesDone: 0,
+    bytesTotal: 1000,
+    bytesPerSecond: 0,
+    startedAt: "2026-11-27T09:59:58Z",
+    ...f,
+  });
+  const filling = [
+    // node-a holds the entry and copies it into two pods; node-b copies it from node-a.
+    {
+      ...state("node-a", [{}]),
+      fills: [fill({ bytesDone: 400, bytesPerSecond: 200 }), fill({ bytesDone: 100, bytesPerSecond: 50 })],
+    },
+    {
+      ...state("node-b", []),
+      fills: [
+        fill({ kind: "peer", peer: "node-a", bytesDone: 300, bytesPerSecond: 150 }),
+        fill({ key: "other", bytesDone: 7, bytesTotal: 9 }),
+      ],
+    },
+    state("node-c", [{ source: "peer", peer: "node-a" }]),
+  ];
+  const now = Date.parse("2026-11-27T10:00:01Z");
+
+  it("sums the copies of the key over the nodes, and says them in one line", () => {
+    const fillStatus = fillOf(key, filling, now);
+    assert.deepEqual(fillStatus, {
+      nodes: 2,
+      copies: 3,
+      bytesDone: 800,
+      bytesTotal: 3000,
+      bytesPerSecond: 400,
+    });
+    assert.equal(fillProgressText(fillStatus!), "3 copies on 2 nodes: 26% 800B/2.9Ki 400B/s");
+    assert.equal(
+      fillProgressText({
+        nodes: 1,
+        copies: 1,
+        bytesDone: 3 << 20,
+        bytesTotal: 4 << 20,
+        bytesPerSecond: 12 << 20,
+      }),
+      "1 copy on 1 node: 75% 3.0Mi/4.0Mi 12Mi/s",
+    );
+    const status = nodeCacheStatus(key, url, filling, now);
+    assert.deepEqual(status.fill, fillStatus);
+    assert.equal(status.progress, "3 copies on 2 nodes: 26% 800B/2.9Ki 400B/s");
+    assert.equal(status.nodesCached, 2, "a copy under way is no node holding the key");
+  });
+
+  it("shows nothing when no copy of the key is under way, or only in states no running agent writes", () => {
+    assert.equal(fillOf(key, [state("node-a", [{}])], now), undefined);
+    assert.equal(fillOf("absent", filling, now), undefined);
+    const status = nodeCacheStatus(key, url, [state("node-a", [{}])], now);
+    assert.equal(status.fill, undefined);
+    assert.equal(status.progress, undefined);
+    // An agent copying writes its state every few seconds: one silent this long is not copying.
+    const later = Date.parse("2026-11-27T10:00:00Z") + fillReportMaxAgeMs;
+    assert.equal(fillOf(key, filling, later), undefined);
+    assert.equal(fillOf(key, filling, later - 1)?.copies, 3);
+  });
+
+  it("a state's copies index it under their key and wake its models as their bytes move", () => {
+    const cm = stateConfigMap(filling[1]!);
+    assert.deepEqual(stateKeys(cm).sort(), [key, "other"].sort());
+    const moved = structuredClone(filling[1]!);
+    moved.fills![0]!.bytesDone = 600;
+    moved.fills![0]!.bytesPerSecond = 300;
+    const change = (next: NodeCacheState) => ({
+      type: "update" as const,
+      old: cm,
+      object: stateConfigMap(next),
+      initial: false,
+    });
+    assert.equal(stateShownChanged(change(moved)), true, "bytes moved");
+    assert.equal(stateShownChanged(change({ ...filling[1]!, updatedAt: "2026-11-27T10:00:05Z" })), false);
+  });
+
+  it("a change of the copies alone is held like counts: at most one status write per settle time", () => {
+    const statusAt = (now: string, states: NodeCacheState[]) =>
+      computeStatus({
+        model: model(spec),
+        now,
+        plan: nodeCachePlan(),
+        missing: [],
+        jobPods: [],
+        pods: undefined,
+        nodeCache: { states },
+      });
+    const before = statusAt("2026-11-27T10:00:01Z", filling);
+    assert.ok(before.cache?.fill, "the copies are in status");
+    const moved = structuredClone(filling);
+    moved[0]!.fills![0]!.bytesDone = 900;
+    const after = statusAt("2026-11-27T10:00:03Z", moved);
+    assert.notDeepEqual(after.cache?.fill, before.cache?.fill);
+    assert.equal(countsOnly(before, after), true);
+    const held = structuredClone(moved);
+    held[2] = state("node-c", []);
+    const nodeGone = statusAt("2026-11-27T10:00:03Z", held);
+    assert.equal(
+      countsOnly(before, nodeGone),
+      false,
+      "a node that no longer holds the key is written at once",
+    );
   });
 });
