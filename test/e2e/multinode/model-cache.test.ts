@@ -7,8 +7,9 @@
  * - runs 3 replicas one per node, each answering exactly as scikit-learn predicted, with the
  *   model's bytes fetched from the origin once in all (the other nodes copy from a peer);
  * - scales 3 -> 6 and rolls back to a version still cached with 0 bytes from the origin;
- * - shows the copies under way in status.cache (the Cache column), summed over the nodes, while
- *   the scale-out's pods copy the model;
+ * - reports what status.cache (the Cache column) showed of the scale-out's copies, summed over
+ *   the nodes (a sample catches them only when they outlast an agent's state interval), and that
+ *   it clears once they are over;
  * - under 25 requests/s through a Service: a node drain fails 0 requests; a node stopped, and
  *   then a node cut off the network, lose only the requests sent before the endpoints drop its
  *   pods, and its replicas come back on the other nodes from their caches or peers;
@@ -296,7 +297,7 @@ describe("models across nodes: the node cache on three real nodes", {
     assert.equal(cached.filter((n) => n.source === "Peer").length, 2, "the others copied it from a peer");
   });
 
-  it("scales 3 -> 6 with 0 bytes from the origin, the copies under way shown in status meanwhile", async () => {
+  it("scales 3 -> 6 with 0 bytes from the origin; status shows no copy under way once they are over", async () => {
     const before = originBytes(v1);
     const started = Date.now();
     const fills = sampleFills();
@@ -331,7 +332,10 @@ describe("models across nodes: the node cache on three real nodes", {
     figure(
       `scale 3 -> 6, copies in status: ${seen.length} sample(s) with a copy under way (${beforeReady.length} before all Ready), most ${Math.max(0, ...seen.map((f) => f.fill.copies ?? 0))} copies on ${Math.max(0, ...seen.map((f) => f.fill.nodes ?? 0))} nodes; lines: ${[...new Set(seen.map((f) => f.progress))].join(" | ")}`,
     );
-    assert.ok(moving.length > 0, "status showed bytes of the pods' copies while they ran");
+    // Whether a sample catches a copy is timing: this model's copies take well under a second,
+    // and each agent writes its state at most every 5 s. What the agents report while a copy
+    // runs is proven in test/integration/nodecache/agents.test.ts; here, what status showed, if
+    // anything, must be whole and consistent, and it must clear.
     assert.ok(
       moving.every((f) => (f.fill.bytesTotal ?? 0) >= (f.fill.bytesDone ?? 0) && f.progress?.includes("cop")),
       JSON.stringify(moving.slice(0, 3)),
