@@ -1,4 +1,4 @@
-// test-needs: real-node, images, helm
+// test-needs: own-real-node, images, helm
 /**
  * Upgrading the operator while a model serves, and rolling the upgrade back: a Helm release of
  * the operator (two replicas, pods of the project image on the real node) goes from version A
@@ -18,6 +18,10 @@
  * revision, whose manifest has no CRDs: Helm keeps them (resource-policy keep), so B's schema
  * stays served under A and the CRDs stay the release's. A `helm upgrade` to A's chart with the
  * same values then serves A's schema, rolling no pod (docs/install.md, "Rolling back with Helm").
+ *
+ * The file starts a real-node cluster of its own (own-real-node): the CRDs it changes are the
+ * cluster's, and a file sharing the run's cluster that applies the repository's CRDs meanwhile
+ * would change the schema under its checks (and its schema under theirs).
  */
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -48,7 +52,12 @@ import {
   waitFor,
 } from "../../harness/cluster.ts";
 import { type OperatorBuild, operatorImageBuild } from "../../harness/operator-build.ts";
-import { type RealNodeCluster, useRealNodeCluster } from "../../harness/realnode.ts";
+import {
+  type RealNodeCluster,
+  startOwnRealNodes,
+  stopOwnRealNodes,
+  useRealNodeCluster,
+} from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
 import { Traffic, versionClassifier } from "../../harness/traffic.ts";
 import { adminClient, podsOf, waitForPhase } from "../operator/helpers.ts";
@@ -103,6 +112,7 @@ describe("upgrading the operator A -> B by helm upgrade and back by helm rollbac
   let imageB: OperatorBuild;
   let chartB: string;
   const scratch = scratchDir("upgrade");
+  const clusterDir = scratchDir("upgrade-cluster");
   const figures: string[] = [];
 
   const user = () => `system:serviceaccount:${operatorNs.name}:${fullname}`;
@@ -120,6 +130,7 @@ describe("upgrading the operator A -> B by helm upgrade and back by helm rollbac
   const rollback = () => ["rollback", release, ...releaseArgs()];
 
   before(async () => {
+    await startOwnRealNodes(clusterDir, 1, (line) => console.log(`# [cluster] ${line}`));
     cluster = await useRealNodeCluster();
     admin = await adminClient();
     releaseNode = await holdNodeForTraffic(cluster, "upgrade.test.ts");
@@ -196,6 +207,7 @@ describe("upgrading the operator A -> B by helm upgrade and back by helm rollbac
       await operatorNs?.delete();
     } finally {
       await releaseNode?.();
+      await stopOwnRealNodes(clusterDir);
     }
   });
 

@@ -29,6 +29,7 @@ import { type AgentOptions, NodeCacheAgent, type Peer } from "../../../src/nodec
 import { AgentClient } from "../../../src/nodecache/client.ts";
 import {
   cacheKey,
+  copyIdHeader,
   type EntryManifest,
   type NodeCacheState,
   nodeCacheApi,
@@ -222,6 +223,22 @@ describe("node cache agents on loopback", () => {
     );
     assert.equal(missing.status, 404);
     assert.match(missing.message, /node node-a holds no entry/);
+  });
+
+  it("shows a copy into a pod in its state while the copy's files go out, and not once all have", async () => {
+    const headers = { [copyIdHeader]: "copy-into-a-pod" };
+    const get = async (path: string) =>
+      Buffer.from(await (await fetch(`${a.url}${nodeCacheApi.file(key, path)}`, { headers })).arrayBuffer());
+    assert.equal(a.agent.state().fills, undefined, "no copy before");
+    assert.deepEqual(await get("model.bin"), files["model.bin"]);
+    // One file of three out: the pod's copy is under way, and the state says how far.
+    assert.deepEqual(
+      (a.agent.state().fills ?? []).map((f) => [f.key, f.kind, f.bytesDone, f.bytesTotal]),
+      [[key, "pod", 300_000, uploaded.size]],
+    );
+    await get("config/settings.json");
+    await get("vocab.txt");
+    assert.equal(a.agent.state().fills, undefined, "the copy is over once its bytes are all out");
   });
 
   it("ensure copies a missing entry from a peer, file by file with sha256 checks", async () => {
