@@ -81,8 +81,17 @@ const barWidth = 10;
 /** Download column: a bar with percent and size, the job state, or "-" when nothing is downloaded. */
 export function downloadCell(model: MLModel, style: Style): string {
   const d = model.status?.download;
+  const done = d?.jobState === "Succeeded" || d?.phase === "Complete";
+  // Once the origin download is over (or with none), the copies onto nodes and into pods are
+  // the bytes still moving: summed over nodes by the operator from the node cache's agents.
+  const fill = model.status?.cache?.fill;
+  if ((done || !d) && fill?.bytesTotal) {
+    const fraction = Math.min(1, (fill.bytesDone ?? 0) / fill.bytesTotal);
+    const where = `${fill.copies ?? 0} ${fill.copies === 1 ? "copy" : "copies"} on ${fill.nodes ?? 0} ${fill.nodes === 1 ? "node" : "nodes"}`;
+    return `${progressBar(fraction, barWidth, style)} ${Math.floor(fraction * 100)}% of ${formatBytes(fill.bytesTotal)} (${where})`;
+  }
   if (!d) return "-";
-  if (d.jobState === "Succeeded" || d.phase === "Complete") {
+  if (done) {
     return `${progressBar(1, barWidth, style)} 100%`;
   }
   if (d.jobState === "Failed" || d.phase === "Failed") return style.red("failed");

@@ -67,6 +67,26 @@ describe("status table", () => {
     assert.doesNotMatch(row!, ansiEscape);
   });
 
+  it("shows the copies onto nodes and into pods once the origin download is over", () => {
+    const copying = {
+      ...readyModel,
+      status: {
+        ...readyModel.status,
+        cache: {
+          fill: {
+            nodes: 2,
+            copies: 3,
+            bytesDone: 3 * 1024 * 1024,
+            bytesTotal: 12 * 1024 * 1024,
+            bytesPerSecond: 1,
+          },
+        },
+      },
+    };
+    const [, row] = lines(renderStatusTable([copying], { now, style: plainStyle() }));
+    assert.match(row!, /\] 25% of 12 MiB \(3 copies on 2 nodes\)/);
+  });
+
   it("names the condition that explains a failure, whole when piped", () => {
     const text = renderStatusTable([failedModel], { now, style: plainStyle() });
     assert.match(
