@@ -138,7 +138,9 @@ export async function timeFirstInference(
     // The URL is in the status once the Service exists; ask as soon as a pod is Ready.
     if (seen.ready !== undefined && model_?.status?.url && seen.answered === undefined) {
       endpoint ??= await endpointFor(model_);
-      const answer = await inferV2(endpoint, sample.name, sample.inputs, 2000).catch(() => undefined);
+      const answer = await inferV2(endpoint, sample.name, sample.inputs, { timeoutMs: 2000 }).catch(
+        () => undefined,
+      );
       if (answer?.status === 200) {
         if (isDeepStrictEqual(answer.data, sample.predictions)) mark("answered", performance.now() - t0);
         else wrongAnswers++;

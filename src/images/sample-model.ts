@@ -272,6 +272,13 @@ export interface V2Answer {
   body: string;
 }
 
+export interface InferOptions {
+  /** How long to wait for the whole answer (default 10 s). */
+  timeoutMs?: number;
+  /** The connection's source port (default: one the kernel picks). */
+  localPort?: number;
+}
+
 /**
  * One V2 inference request (`POST /v2/models/<model>/infer`, one FP64 tensor) on a connection
  * of its own: each request is balanced anew by kube-proxy, as a request from a new client is.
@@ -280,7 +287,7 @@ export function inferV2(
   endpoint: ServiceEndpoint,
   model: string,
   inputs: number[][],
-  timeoutMs = 10_000,
+  { timeoutMs = 10_000, localPort }: InferOptions = {},
 ): Promise<V2Answer> {
   const body = v2Request(inputs);
   return new Promise((resolve, reject) => {
@@ -291,6 +298,7 @@ export function inferV2(
         agent: false,
         headers: { host: endpoint.host, "content-type": "application/json", connection: "close" },
         timeout: timeoutMs,
+        localPort,
       },
       (res) => {
         const chunks: Buffer[] = [];
