@@ -64,6 +64,7 @@ import { adminClient, podsOf, waitForPhase } from "../operator/helpers.ts";
 import { firstAnswer, sklearnModel } from "../realnode/fixture.ts";
 import {
   assertNoFailures,
+  burnersForTraffic,
   holdNodeForTraffic,
   liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
@@ -108,6 +109,7 @@ describe("upgrading the operator A -> B by helm upgrade and back by helm rollbac
   let sample: SampleModel & { uri: string };
   let endpoint: ServiceEndpoint;
   let traffic: Traffic<Awaited<ReturnType<typeof inferV2>>>;
+  let burners: ReturnType<typeof burnersForTraffic>;
   let imageA: string;
   let imageB: OperatorBuild;
   let chartB: string;
@@ -188,11 +190,13 @@ describe("upgrading the operator A -> B by helm upgrade and back by helm rollbac
       maxRequests: ratePerSecond * (maxDurationMs / 1000),
       maxDurationMs,
     }).start();
+    burners = burnersForTraffic("upgrade.test.ts", maxDurationMs);
     await moreAnswers(traffic, ratePerSecond * 2, "the model serving before any upgrade");
   }, liveTrafficHook);
 
   after(async () => {
     try {
+      await burners?.stop();
       if (traffic) {
         const report = await traffic.stop();
         console.log(

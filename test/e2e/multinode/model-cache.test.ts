@@ -51,7 +51,7 @@ import { sendFromNextPort, sourcePortCycle } from "../../harness/source-ports.ts
 import { type Sample, summarize, Traffic } from "../../harness/traffic.ts";
 import { adminClient, type OperatorTestBed, operatorTestBed, removeTestBed } from "../operator/helpers.ts";
 import { caSecretName, sklearnModel } from "../realnode/fixture.ts";
-import { assertNoFailures, moreAnswers } from "../realnode/live-traffic.ts";
+import { assertNoFailures, burnersForTraffic, moreAnswers } from "../realnode/live-traffic.ts";
 
 const log = (line: string) => console.log(`# [cluster] ${line}`);
 const figure = (line: string) => console.log(`# [figure] ${line}`);
@@ -465,6 +465,7 @@ describe("models across nodes: the node cache on three real nodes", {
       maxDurationMs: 30 * 60_000,
     });
     traffic.start();
+    const burners = burnersForTraffic("model-cache.test.ts", 30 * 60_000);
     try {
       await moreAnswers(traffic, 50, "traffic before the faults");
       const drained = nodeNames[1]!;
@@ -491,6 +492,7 @@ describe("models across nodes: the node cache on three real nodes", {
         serving = await loseNode(traffic, fault, lost);
       }
     } finally {
+      await burners?.stop();
       await traffic.stop();
     }
     assert.equal(

@@ -38,6 +38,7 @@ import {
 } from "./fixture.ts";
 import {
   assertNoFailures,
+  burnersForTraffic,
   holdNodeForTraffic,
   liveTrafficHook,
   liveTrafficSuiteTimeoutMs,
@@ -57,6 +58,7 @@ describe("canary steps under live traffic through operator SIGKILLs", {
   let v2: SampleModel & { uri: string };
   let releaseNode: (() => Promise<void>) | undefined;
   let traffic: Traffic<unknown>;
+  let burners: ReturnType<typeof burnersForTraffic>;
   let live: CanaryUnderTraffic;
   let operator: OperatorProcess | undefined;
   let history: StatusRecorder | undefined;
@@ -92,11 +94,13 @@ describe("canary steps under live traffic through operator SIGKILLs", {
     await applyCaSecret(bed);
     await applyModel(bed, spec(v1));
     ({ traffic, live } = await startCanaryTraffic(bed, v1, v2));
+    burners = burnersForTraffic("canary-steps.test.ts", canaryTraffic.maxDurationMs);
     history = recordStatuses(bed, name);
   }, liveTrafficHook);
   after(async () => {
     try {
       await history?.stop();
+      await burners?.stop();
       await traffic?.stop();
       await operator?.kill("SIGKILL");
       await removeRealNodeBed(bed);
