@@ -55,14 +55,37 @@ export function kwokRbac(): { role: V1ClusterRole; binding: V1ClusterRoleBinding
   };
 }
 
-/** Grants kwok its ClusterRole; run before kwok starts, so that its first watches are allowed. */
+/**
+ * Grants kwok its ClusterRole; run before kwok starts, so that its first watches are allowed. A
+ * start over (a port taken) meets the grant of the attempt before in the same etcd: it is
+ * replaced, so the grant is always this version's.
+ */
 export async function grantKwok(kubeconfig: string): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
   const { role, binding } = kwokRbac();
-  await rbac.createClusterRole({ body: role });
-  await rbac.createClusterRoleBinding({ body: binding });
+  const name = role.metadata!.name!;
+  await createOrReplace(
+    () => rbac.createClusterRole({ body: role }),
+    () => rbac.replaceClusterRole({ name, body: role }),
+  );
+  await createOrReplace(
+    () => rbac.createClusterRoleBinding({ body: binding }),
+    () => rbac.replaceClusterRoleBinding({ name, body: binding }),
+  );
+}
+
+async function createOrReplace(
+  create: () => Promise<unknown>,
+  replace: () => Promise<unknown>,
+): Promise<void> {
+  try {
+    await create();
+  } catch (err) {
+    if ((err as { code?: number }).code !== 409) throw err;
+    await replace();
+  }
 }
 
 /** kwok manages nodes with this annotation (see the --manage-nodes-with-annotation-selector flag). */

@@ -608,10 +608,10 @@ async function allocateNodePorts(): Promise<NodePorts> {
 const writeState = (dir: string, state: ClusterState) =>
   writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);
 
-/** Starts a cluster in `options.dir`, or explains why it cannot. Returns its state. */
 /** How many times `up` starts over with new ports when a component finds its port taken. */
 const portConflictAttempts = 3;
 
+/** Starts a cluster in `options.dir`, or explains why it cannot. Returns its state. */
 export async function up(options: UpOptions): Promise<ClusterState> {
   const dir = resolve(options.dir);
   const progress = options.progress ?? (() => {});
