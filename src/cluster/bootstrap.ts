@@ -2,7 +2,8 @@
 import {
   CoreV1Api,
   KubeConfig,
-  RbacAuthorizationV1Api,
+  type KubernetesObject,
+  KubernetesObjectApi,
   type V1ClusterRole,
   type V1ClusterRoleBinding,
   type V1Node,
@@ -56,36 +57,26 @@ export function kwokRbac(): { role: V1ClusterRole; binding: V1ClusterRoleBinding
 }
 
 /**
- * Grants kwok its ClusterRole; run before kwok starts, so that its first watches are allowed. A
- * start over (a port taken) meets the grant of the attempt before in the same etcd: it is
- * replaced, so the grant is always this version's.
+ * Creates each object, keeping one that exists already: what a cluster's start writes, which a
+ * start over (a port taken) finds from its first attempt, of the same version, in the same etcd.
  */
+export async function createObjects(kubeConfig: KubeConfig, objects: KubernetesObject[]): Promise<void> {
+  const api = KubernetesObjectApi.makeApiClient(kubeConfig);
+  for (const object of objects) {
+    try {
+      await api.create(object);
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409) throw err;
+    }
+  }
+}
+
+/** Grants kwok its ClusterRole; run before kwok starts, so that its first watches are allowed. */
 export async function grantKwok(kubeconfig: string): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
-  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
   const { role, binding } = kwokRbac();
-  const name = role.metadata!.name!;
-  await createOrReplace(
-    () => rbac.createClusterRole({ body: role }),
-    () => rbac.replaceClusterRole({ name, body: role }),
-  );
-  await createOrReplace(
-    () => rbac.createClusterRoleBinding({ body: binding }),
-    () => rbac.replaceClusterRoleBinding({ name, body: binding }),
-  );
-}
-
-async function createOrReplace(
-  create: () => Promise<unknown>,
-  replace: () => Promise<unknown>,
-): Promise<void> {
-  try {
-    await create();
-  } catch (err) {
-    if ((err as { code?: number }).code !== 409) throw err;
-    await replace();
-  }
+  await createObjects(kc, [role, binding]);
 }
 
 /** kwok manages nodes with this annotation (see the --manage-nodes-with-annotation-selector flag). */

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { CoreV1Api, type KubeConfig, setHeaderOptions } from "@kubernetes/client-node";
 import { parse, stringify } from "yaml";
 import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
+import { createObjects } from "../bootstrap.ts";
 import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil } from "../process.ts";
 import type { NodeComponent } from "../versions.ts";
 import { loadCa, memberCredentials } from "./certs.ts";
@@ -37,7 +38,6 @@ import {
   setMemberLink,
 } from "./network.ts";
 import {
-  applyObjects,
   claimMachine,
   ctrArgs,
   type FleetJournal,
@@ -317,7 +317,7 @@ export async function startFleet(options: StartFleetOptions): Promise<RealNodesI
     withServer(await readFile(options.credentials.kubeProxyKubeconfig, "utf8"), server),
     { mode: 0o600 },
   );
-  await applyObjects(options.kubeConfig, multiNodeObjects());
+  await createObjects(options.kubeConfig, multiNodeObjects());
   const core = options.kubeConfig.makeApiClient(CoreV1Api);
   journal.binaries = options.binaries;
   // One journal write at a time: members start in parallel.

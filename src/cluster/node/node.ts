@@ -14,14 +14,9 @@
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, readlink, realpath, rm, rmdir, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
-import {
-  CoreV1Api,
-  type KubeConfig,
-  type KubernetesObject,
-  KubernetesObjectApi,
-  type V1Node,
-} from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig, type V1Node } from "@kubernetes/client-node";
 import type { NodeBinaryPaths, ProgressFn } from "../binaries.ts";
+import { createObjects } from "../bootstrap.ts";
 import { isOurs, type ProcessRecord, probe, startProcess, stopProcess, waitUntil } from "../process.ts";
 import type { NodeComponent } from "../versions.ts";
 import {
@@ -393,20 +388,6 @@ export function parseImageList(output: string): Map<string, string> {
   return images;
 }
 
-export async function applyObjects(
-  kubeConfig: KubeConfig,
-  objects: KubernetesObject[] = realNodeObjects(),
-): Promise<void> {
-  const api = KubernetesObjectApi.makeApiClient(kubeConfig);
-  for (const object of objects) {
-    try {
-      await api.create(object);
-    } catch (err) {
-      if ((err as { code?: number }).code !== 409) throw err;
-    }
-  }
-}
-
 export function readyCondition(node: V1Node | undefined) {
   return node?.status?.conditions?.find((c) => c.type === "Ready");
 }
@@ -466,7 +447,7 @@ export async function startNode(options: StartNodeOptions): Promise<RealNodeInfo
     await importImage(clusterDir, archive);
   progress(`containerd is up; imported ${2 + options.extraImages.length} images`);
 
-  await applyObjects(options.kubeConfig);
+  await createObjects(options.kubeConfig, realNodeObjects());
   // kubelet refuses a cgroupRoot that does not exist in every hierarchy.
   await createCgroup(cgroupRoot);
   const core = options.kubeConfig.makeApiClient(CoreV1Api);

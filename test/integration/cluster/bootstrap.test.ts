@@ -8,7 +8,7 @@ import { grantKwok, kwokRbac } from "../../../src/cluster/bootstrap.ts";
 import { kubeConfig, localCluster } from "../../harness/cluster.ts";
 
 describe("kwok's grant on an API server that has it already", () => {
-  it("replaces the ClusterRole and its binding instead of failing with AlreadyExists", async () => {
+  it("keeps the ClusterRole and its binding instead of failing with AlreadyExists", async () => {
     const cluster = localCluster();
     assert.ok(cluster, "runs on the test run's cluster (MLMODEL_TEST_CLUSTER_DIR)");
     const rbac = kubeConfig().makeApiClient(RbacAuthorizationV1Api);
