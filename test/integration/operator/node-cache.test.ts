@@ -250,8 +250,10 @@ describe("a NodeCache model on the real control plane", () => {
       return { ...s, updatedAt: new Date().toISOString(), entries: keys.map((k) => ({ ...entry, key: k })) };
     };
     for (const node of nodes) await writeState(listing(node, node === ranOn ? [key, key2] : [key]));
-    // An agent pod on each node: the states above are of agents that run.
-    for (const node of nodes) {
+    // An agent pod on each node: the states above are of agents that run. The one where the Job
+    // ran comes first, as it is in a cluster (its agent received the download): while only
+    // others ran, the operator would rightly judge the entry gone with that node's agent.
+    for (const node of [ranOn, ...nodes.filter((n) => n !== ranOn)]) {
       await admin.apply(
         builtinKinds.Pod,
         {
