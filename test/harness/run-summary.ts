@@ -4,11 +4,12 @@
  * did not run to its end (its `before` hook threw, its parent failed, or it timed out), so it
  * proves nothing and counts as a failure. Files skipped for a prerequisite this machine cannot
  * have are counted in the summary line and the verdict line, in capitals like a failure: a run
- * that passed with tests left out must say so where a reader looks.
+ * that passed with tests left out must say so where a reader looks. Each file that did not pass
+ * is listed, then its failed tests with the first lines of their errors.
  */
 import { relative } from "node:path";
 import { requiredEnv } from "./prerequisites/engine.ts";
-import type { Counts, SummaryLine } from "./summary-reporter.ts";
+import type { Counts, Failure, SummaryLine } from "./summary-reporter.ts";
 
 /** Carries the skipped files to test/harness/skipped.ts (JSON). */
 export const skippedFilesEnv = "MLMODEL_TEST_SKIPPED_FILES";
@@ -29,6 +30,12 @@ function countsText(c: Counts): string {
 
 function filesText(n: number): string {
   return `${n} FILE${n === 1 ? "" : "S"}`;
+}
+
+/** A failed test: its file and name, then its error's lines, indented. */
+function failureText(failure: Failure, root: string): string[] {
+  const head = `#   ✖ ${relative(root, failure.file)}: ${failure.name}`;
+  return [head, ...failure.error.split("\n").map((l) => `#       ${l}`)];
 }
 
 export function parseSummaryLines(text: string): SummaryLine[] {
@@ -64,7 +71,10 @@ export function mergePhases(phases: readonly PhaseResult[]): PhaseResult {
     skipped: sum("skipped"),
     todo: sum("todo"),
   };
-  return { lines: [{ counts, success: totals.every((t) => t!.success) }, ...files], exitStatus };
+  const failures = totals.flatMap((t) => t!.failures ?? []);
+  const total: SummaryLine = { counts, success: totals.every((t) => t!.success) };
+  if (failures.length > 0) total.failures = failures;
+  return { lines: [total, ...files], exitStatus };
 }
 
 export function verdict(opts: {
@@ -89,6 +99,7 @@ export function verdict(opts: {
     if (line.file === undefined) continue;
     out.push(`#   not passed: ${relative(opts.root, line.file)}: ${countsText(line.counts)}`);
   }
+  for (const failure of total.failures ?? []) out.push(...failureText(failure, opts.root));
   for (const s of opts.skippedFiles) out.push(`#   SKIPPED FILE: ${s.file}: ${s.reason}`);
   const notRun = opts.notRunFiles ?? [];
   for (const s of notRun) out.push(`#   NOT RUN: ${s.file}: ${s.reason}`);

@@ -61,6 +61,15 @@ describe("a file that leaks a timer after its tests", () => {
     assert.match(r.out, /# summary: 0 passed, 1 failed, 0 cancelled, 0 skipped, 0 todo \(1 tests\)/);
     assert.match(r.out, /leaks-and-fails\.ts: still running/);
   });
+
+  it("names the failed test, its file and its error in the final verdict", () => {
+    const r = runTests(join(fixtures, "leaks-and-fails.ts"));
+    const verdictPart = r.out.slice(r.out.lastIndexOf("# summary:"));
+    assert.match(
+      verdictPart,
+      /\n# {3}✖ test\/unit\/harness\/fixtures\/leaks-and-fails\.ts: a suite > starts an interval and fails\n# {7}Error: this fixture fails on purpose\n# FAILED: 1 failed/,
+    );
+  });
 });
 
 describe("skipped files", () => {
@@ -192,6 +201,33 @@ describe("mergePhases", () => {
     assert.deepEqual(merged.lines, [total({ tests: 13, passed: 11, failed: 1, skipped: 1 }, false), bad]);
     assert.deepEqual(mergePhases([{ lines: [total({ tests: 1, passed: 1 })], exitStatus: 0 }]).lines, [
       total({ tests: 1, passed: 1 }),
+    ]);
+  });
+
+  it("keeps every phase's failed tests on the totals, and the verdict lists them after the files", () => {
+    const failure = (file: string, name: string) => ({ file, name, error: `Error: ${name} broke` });
+    const merged = mergePhases([
+      {
+        lines: [{ ...total({ tests: 2, failed: 1 }, false), failures: [failure("/r/a.test.ts", "one")] }],
+        exitStatus: 1,
+      },
+      { lines: [total({ tests: 1, passed: 1 })], exitStatus: 0 },
+      {
+        lines: [{ ...total({ tests: 1, failed: 1 }, false), failures: [failure("/r/b.test.ts", "s > two")] }],
+        exitStatus: 1,
+      },
+    ]);
+    assert.deepEqual(
+      merged.lines[0]?.failures?.map((f) => f.name),
+      ["one", "s > two"],
+    );
+    const v = verdict({ ...merged, skippedFiles: [], root: "/r" });
+    assert.deepEqual(v.lines.slice(1), [
+      "#   ✖ a.test.ts: one",
+      "#       Error: one broke",
+      "#   ✖ b.test.ts: s > two",
+      "#       Error: s > two broke",
+      "# FAILED: 2 failed",
     ]);
   });
 
