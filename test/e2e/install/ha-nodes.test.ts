@@ -61,15 +61,6 @@ import {
 const log = (line: string) => console.log(`# [cluster] ${line}`);
 const release = "ha";
 const fullname = `${release}-mlmodel-operator`;
-/** How long an operator pod has been Ready before it counts as a warm standby. */
-const warmMs = 30_000;
-
-/** How long a pod has been Ready (0 when it is not). */
-function readyForMs(pod: V1Pod): number {
-  const ready = pod.status?.conditions?.find((c) => c.type === "Ready" && c.status === "True");
-  const since = Date.parse(String(ready?.lastTransitionTime ?? ""));
-  return Number.isNaN(since) ? 0 : Date.now() - since;
-}
 
 describe("the operator's leader on a node that stops or is partitioned", {
   timeout: Number.POSITIVE_INFINITY,
@@ -210,11 +201,7 @@ describe("the operator's leader on a node that stops or is partitioned", {
       // The operator runs with the elector's default timings.
       const timings = new LeaderElector(leases, { name: leaseName, namespace: operatorNs.name });
       const user = `system:serviceaccount:${operatorNs.name}:${fullname}`;
-      // Warm standbys only: the pod on the node the stop brought back has a new process, whose
-      // takeover came up to 0.6 s late here when faulted within its first half minute (its
-      // caches' first lists, compilation, collections, we infer). A cold standby's takeover is
-      // measured in docs/reliability.md.
-      const pods = await readyManagers(admin, operatorNs.name, 2, (p) => readyForMs(p) >= warmMs);
+      const pods = await readyManagers(admin, operatorNs.name, 2);
       const before = await readLease(admin, operatorNs.name);
       assert.equal(before.spec.leaseDurationSeconds * 1000, timings.leaseDurationMs);
       const oldIdentity = before.spec.holderIdentity;
@@ -299,10 +286,10 @@ describe("the operator's leader on a node that stops or is partitioned", {
       // one wait and one attempt are late (the period's excess over the retry period). That
       // excess is measured on the new leader's renewals, after the takeover; the standby's
       // waits before it are not in the audit log (reads are not logged), and on this shared
-      // machine a warm standby's takeover has come within 0.07 s of a bound whose renewals
-      // were 0.01 s late. So the allowance for lateness is at least an eighth of the retry
-      // period: the bound still fails an elector that wakes at its next retry instead of at
-      // the expiry (up to a whole retry period late) in most runs.
+      // machine a takeover once came 0.23 s past a bound whose renewals were 0.01 s late.
+      // So the allowance for lateness is at least an eighth of the retry period: the bound
+      // still fails an elector that wakes at its next retry instead of at the expiry (up to a
+      // whole retry period late) in most runs.
       const renewals = mine
         .filter(
           (e) =>
