@@ -2,8 +2,9 @@
  * A node:test reporter that scripts/test.ts adds beside the spec reporter (whose own summary
  * lines stay on screen): it writes, as JSON lines, the run's totals and each file that did not
  * pass, for the runner's final verdict; the totals carry the failed tests, each with its file,
- * its name and the first lines of its error. CI shows only the end of a run's output, and the spec reporter's own list of failures
- * comes before the serial real-node files run: the verdict repeats what failed, briefly.
+ * its name and the first lines of its error. CI shows only the end of a run's output, and the
+ * spec reporter's own list of failures comes before the serial real-node files run: the
+ * verdict repeats what failed, briefly.
  */
 import type { TestEvent } from "node:test/reporters";
 

@@ -8,7 +8,9 @@
  * edited at once, and:
  *   - exactly one other pod takes the Lease, within a lease duration and one retry period of
  *     the old leader's last renewal (the standby sees that renewal up to one retry period late,
- *     then wakes when it expires), plus the loop's measured lateness on this machine;
+ *     then wakes when it expires), plus the loop's measured lateness on this machine (at
+ *     least an eighth of a retry period; half of one for a partition, whose extra lateness is
+ *     open: docs/install.md);
  *   - the old leader's pod writes nothing after its renew deadline (the API server's audit log,
  *     by the pod name bound into its token), through the node's return;
  *   - the edit is served (the new revision's pod answers with the sample's predictions).
