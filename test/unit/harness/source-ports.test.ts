@@ -39,8 +39,13 @@ describe("source ports of a one-host load generator", () => {
     const holder = createServer();
     await new Promise<void>((r) => holder.listen(0, "127.0.0.1", r));
     const held = (holder.address() as { port: number }).port;
+    // A port the kernel has just handed out and taken back: free, unlike the one after `held`,
+    // which any other socket on a busy machine (this test's server, say) may hold.
+    const spare = createServer();
+    await new Promise<void>((r) => spare.listen(0, "127.0.0.1", r));
+    const free = (spare.address() as { port: number }).port;
+    await new Promise((r) => spare.close(r));
     try {
-      const free = held === 65535 ? held - 1 : held + 1;
       const order = [held, free];
       const dial = (localPort: number) =>
         new Promise<number>((resolve, reject) => {
