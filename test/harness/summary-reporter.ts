@@ -34,10 +34,10 @@ export interface SummaryLine {
 }
 
 /** How much of one failure the verdict repeats. */
-export const failureLimits = { count: 10, errorLines: 4, errorChars: 400 };
+const failureLimits = { count: 10, errorLines: 4, errorChars: 400 };
 
 /** The first lines of an error, as node:test reports it (its cause, where the test threw). */
-export function errorText(error: unknown): string {
+function errorText(error: unknown): string {
   const cause = (error as { cause?: unknown } | undefined)?.cause ?? error;
   const text = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
   return text
