@@ -76,7 +76,14 @@ export {
   tlsOf,
   tokenFileRefreshMs,
 } from "./kubeconfig.ts";
-export type { LeaderCallbacks, LeaderElectionOptions, Lease, LeaseClient, LeaseSpec } from "./leader.ts";
+export type {
+  Acquisition,
+  LeaderCallbacks,
+  LeaderElectionOptions,
+  Lease,
+  LeaseClient,
+  LeaseSpec,
+} from "./leader.ts";
 export { kubeLeaseClient, LeaderElector, microTime } from "./leader.ts";
 export type { CacheOptions, ManagerOptions } from "./manager.ts";
 export { defaultKubeConfig, LeaderElectionLostError, Manager, shutdownSignal } from "./manager.ts";

@@ -72,9 +72,26 @@ export interface LeaderElectionOptions {
   releaseOnCancel?: boolean;
 }
 
+/**
+ * How leadership was won, on this process's clock (ms since the epoch): what a log needs to
+ * show why a takeover took as long as it did.
+ */
+export interface Acquisition {
+  /** The holder the lease was taken from; "" when it was free, released or not yet created. */
+  from: string;
+  /** When the winning attempt started: its `acquireTime`. */
+  attemptAt: number;
+  /** Taken from a holder: when this process first saw the record it then waited out. */
+  observedAt?: number;
+  /** Taken from a holder: when that record's lease ran out (observedAt + its duration). */
+  expiredAt?: number;
+  /** How much later than planned the wait before the winning attempt ended (the timer's lateness). */
+  wakeLateMs: number;
+}
+
 export interface LeaderCallbacks {
   /** Called once leadership is won; `signal` aborts when it is lost or the run is cancelled. */
-  onStartedLeading(signal: AbortSignal): void;
+  onStartedLeading(signal: AbortSignal, acquisition: Acquisition): void;
   onStoppedLeading?(): void;
   onNewLeader?(identity: string): void;
   onError?(err: unknown): void;
@@ -94,6 +111,7 @@ export class LeaderElector {
   readonly #leases: LeaseClient;
   readonly #clock: Clock;
   #observed: { record: string; at: number; lease: Lease } | undefined;
+  #acquisition: Omit<Acquisition, "wakeLateMs"> | undefined;
   #isLeader = false;
 
   constructor(leases: LeaseClient, opts: LeaderElectionOptions, clock: Clock = realClock) {
@@ -127,14 +145,20 @@ export class LeaderElector {
    */
   async run(signal: AbortSignal, cb: LeaderCallbacks): Promise<"lost" | "cancelled"> {
     // Acquire.
+    this.#acquisition = undefined;
+    let wakeLateMs = 0;
     while (!signal.aborted) {
       if (await this.#attempt(cb, this.renewDeadlineMs)) break;
-      if (!(await this.#wait(this.#untilNextAttempt(), signal))) return "cancelled";
+      const planned = this.#untilNextAttempt();
+      const sleptAt = this.#clock.now();
+      if (!(await this.#wait(planned, signal))) return "cancelled";
+      wakeLateMs = this.#clock.now() - sleptAt - planned;
     }
     if (signal.aborted) return "cancelled";
     this.#isLeader = true;
     const leading = new AbortController();
-    cb.onStartedLeading(leading.signal);
+    const acquisition = this.#acquisition ?? { from: "", attemptAt: this.#clock.now() };
+    cb.onStartedLeading(leading.signal, { ...acquisition, wakeLateMs });
     // Renew.
     let lastRenew = this.#clock.now();
     let outcome: "lost" | "cancelled" = "cancelled";
@@ -201,6 +225,7 @@ export class LeaderElector {
       if (!current) {
         const created = await this.#leases.create(this.#leaseObject(undefined, now, 0), signal);
         this.#observe(created, now);
+        this.#acquisition = { from: "", attemptAt: now };
         return true;
       }
       this.#observe(current, now, cb);
@@ -211,12 +236,23 @@ export class LeaderElector {
         return false;
       const transitions = (spec.leaseTransitions ?? 0) + (holder === this.identity ? 0 : 1);
       const acquire = holder === this.identity ? (spec.acquireTime ?? microTime(now)) : microTime(now);
+      const waitedOut = heldByOther && this.#observed ? this.#observed.at : undefined;
       const updated = await this.#leases.update(
         this.#leaseObject(current, now, transitions, acquire),
         signal,
       );
       if (signal.aborted) return false;
       this.#observe(updated, now);
+      if (holder !== this.identity)
+        this.#acquisition =
+          waitedOut === undefined
+            ? { from: holder, attemptAt: now }
+            : {
+                from: holder,
+                attemptAt: now,
+                observedAt: waitedOut,
+                expiredAt: waitedOut + this.#leaseDurationOf(spec),
+              };
       return true;
     } catch (err) {
       if (!signal.aborted && !(err instanceof ApiError && err.code === 409)) cb.onError?.(err);

@@ -28,7 +28,7 @@ import { Informer, type Transform } from "./informer.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { kindName, validateKind } from "./kinds.ts";
 import { kubeConnection, loadKubeConfig } from "./kubeconfig.ts";
-import { kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
+import { type Acquisition, kubeLeaseClient, type LeaderElectionOptions, LeaderElector } from "./leader.ts";
 import { metadataOnlySource } from "./metadata-only.ts";
 import { RuntimeMetrics } from "./metrics.ts";
 import { OptionalInformer } from "./optional-informer.ts";
@@ -277,8 +277,8 @@ export class Manager {
     }
     let leading: Promise<void> | undefined;
     const result = await elector.run(signal, {
-      onStartedLeading: (leaderSignal) => {
-        this.log.info({ identity: elector.identity }, "became leader");
+      onStartedLeading: (leaderSignal, acquisition) => {
+        this.log.info({ identity: elector.identity, ...acquisitionTimes(acquisition) }, "became leader");
         this.metrics.leaderStatus.set({ name: leName }, 1);
         leading = this.#lead(leaderSignal, signal);
       },
@@ -519,4 +519,16 @@ export function shutdownSignal(): AbortSignal {
   process.once("SIGTERM", onSignal);
   process.once("SIGINT", onSignal);
   return ac.signal;
+}
+
+/** An acquisition as log fields, its instants in ISO form to line up with the Lease's and the audit log's. */
+function acquisitionTimes(a: Acquisition): Record<string, string | number> {
+  const fields: Record<string, string | number> = {
+    from: a.from,
+    attemptAt: new Date(a.attemptAt).toISOString(),
+    wakeLateMs: a.wakeLateMs,
+  };
+  if (a.observedAt !== undefined) fields.observedAt = new Date(a.observedAt).toISOString();
+  if (a.expiredAt !== undefined) fields.expiredAt = new Date(a.expiredAt).toISOString();
+  return fields;
 }

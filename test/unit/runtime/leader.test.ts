@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { FakeClock, settle } from "../../../src/runtime/clock.ts";
 import { ApiError } from "../../../src/runtime/errors.ts";
-import { LeaderElector, type Lease, type LeaseClient, microTime } from "../../../src/runtime/leader.ts";
+import {
+  type Acquisition,
+  LeaderElector,
+  type Lease,
+  type LeaseClient,
+  microTime,
+} from "../../../src/runtime/leader.ts";
 
 /**
  * One Lease in memory with the one API rule leader election relies on (writes must carry
@@ -59,12 +65,17 @@ class LeaseCell {
 
 function candidate(cell: LeaseCell, id: string, clock: FakeClock) {
   const elector = new LeaderElector(cell.client(id), { name: "l", namespace: "ns", identity: id }, clock);
-  const state = { leading: false, result: undefined as string | undefined };
+  const state = {
+    leading: false,
+    result: undefined as string | undefined,
+    acquisition: undefined as Acquisition | undefined,
+  };
   const ac = new AbortController();
   const done = elector
     .run(ac.signal, {
-      onStartedLeading: (s) => {
+      onStartedLeading: (s, acquisition) => {
         state.leading = true;
+        state.acquisition = acquisition;
         cell.log.push(`${id} leads @${clock.now()}`);
         s.addEventListener("abort", () => {
           state.leading = false;
@@ -147,6 +158,32 @@ describe("LeaderElector", () => {
       await Promise.all([a.done, b.done]);
     });
 
+  it("says how it won: the record it waited out, when that expired, and how late its timer woke", async () => {
+    const { clock, cell, a, b } = await pair(0);
+    await run(clock, 10_000);
+    assert.deepEqual(a.state.acquisition, { from: "", attemptAt: 0, wakeLateMs: 0 }, "a created the lease");
+    const lastRenewal = cell.writes.filter((w) => w.who === "a").at(-1)!.at;
+    cell.cut.add("a");
+    await run(clock, 60_000, () => b.state.leading);
+    const { from, observedAt, expiredAt, attemptAt, wakeLateMs } = b.state.acquisition!;
+    assert.equal(from, "a");
+    assert.ok(
+      observedAt! >= lastRenewal && observedAt! <= lastRenewal + RETRY,
+      `b saw a's last renewal (written at ${lastRenewal}) within a retry period: at ${observedAt}`,
+    );
+    assert.equal(expiredAt, observedAt! + LEASE);
+    // The fake clock advances in 100 ms steps: a timer fires up to one step late.
+    assert.ok(
+      attemptAt >= expiredAt! && attemptAt <= expiredAt! + 100,
+      `attempt ${attemptAt}, expiry ${expiredAt}`,
+    );
+    assert.ok(wakeLateMs >= 0 && wakeLateMs < 100, `woke ${wakeLateMs} ms late`);
+    assert.equal(cell.lease?.spec?.acquireTime, microTime(attemptAt), "attemptAt is the acquireTime written");
+    b.cancel();
+    a.cancel();
+    await Promise.all([a.done, b.done]);
+  });
+
   it("a leader that cannot renew stops before anyone else may lead (renewDeadline < lease)", async () => {
     const { clock, cell, a, b } = await pair(0);
     await run(clock, 10_000);
@@ -213,6 +250,8 @@ describe("LeaderElector", () => {
     assert.equal(cell.lease?.spec?.holderIdentity, null);
     const took = await run(clock, 60_000, () => b.state.leading);
     assert.ok(took <= RETRY + 100, `b led ${took} ms after the release`);
+    assert.equal(b.state.acquisition?.from, "", "a released lease has no holder to wait out");
+    assert.equal(b.state.acquisition?.observedAt, undefined);
     b.cancel();
     await b.done;
   });
