@@ -20,9 +20,8 @@
  * Real pods: when a selected file needs `real-node`, ONE real-node cluster is started for the run
  * beside the shared kwok cluster, with the built images imported (MLMODEL_TEST_REAL_NODE_DIR for
  * the test processes), waiting for the machine's node while another run holds it. Files that
- * send it live traffic (`live-traffic`) run one at a time, in a lane beside the other files.
- * Files that start real nodes of their own (`own-real-node`) run afterwards, one at a time, once
- * it has stopped: a machine hosts one real node at a time (test/harness/run-plan.ts).
+ * start real nodes of their own (`own-real-node`) run afterwards, one at a time, once it has
+ * stopped: a machine hosts one real node at a time.
  *
  * The verdict: node's spec reporter prints its own summary (pass, fail, cancelled, skipped,
  * todo); the runner adds one line with the same counts and the number of files skipped, and
@@ -35,8 +34,7 @@
  * MLMODEL_TEST_REAL_NODE_DIR=DIR reuses a cluster started with `mlmodel cluster up --real-node
  * --dir DIR --image ...` for the real-node files.
  */
-import { spawn, spawnSync } from "node:child_process";
-import { once } from "node:events";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
@@ -54,7 +52,6 @@ import {
 import { registry } from "../test/harness/prerequisites/index.ts";
 import { planNeeds, runnerMarker } from "../test/harness/prerequisites/needs.ts";
 import { realNodeDirEnv } from "../test/harness/realnode.ts";
-import { planRun } from "../test/harness/run-plan.ts";
 import {
   mergePhases,
   type PhaseResult,
@@ -250,23 +247,14 @@ async function stopCluster(dir: string, what: string): Promise<void> {
   console.log(`# stopped ${what} (${stopped?.stopped.join(", ") ?? "nothing was running"})${leftovers}`);
 }
 
-/**
- * One `node --test` invocation; its summary lines come from the summary reporter's file. Its
- * report goes to this terminal as it runs, or, for a run beside another (`buffered`), is kept
- * and printed when it ends, so that two reports never interleave.
- */
-async function runNodeTest(
-  testFiles: string[],
-  env: NodeJS.ProcessEnv,
-  concurrency: number,
-  buffered = false,
-): Promise<PhaseResult & { report: string }> {
+/** One `node --test` invocation; its summary lines come from the summary reporter's file. */
+function runNodeTest(testFiles: string[], env: NodeJS.ProcessEnv, concurrency: number): PhaseResult {
   const summaryDir = mkdtempSync(join(tmpdir(), "mlmodel-test-summary-"));
   const summaryFile = join(summaryDir, "summary.jsonl");
   const reporter = pathToFileURL(join(root, "test", "harness", "summary-reporter.ts")).href;
   const exitAfterTests = pathToFileURL(join(root, "test", "harness", "exit-after-tests.ts")).href;
   try {
-    const child = spawn(
+    const result = spawnSync(
       process.execPath,
       [
         "--test",
@@ -281,22 +269,20 @@ async function runNodeTest(
         `--test-reporter-destination=${summaryFile}`,
         ...testFiles,
       ],
-      { cwd: root, stdio: buffered ? ["ignore", "pipe", "pipe"] : "inherit", env },
+      { cwd: root, stdio: "inherit", env },
     );
-    const chunks: Buffer[] = [];
-    child.stdout?.on("data", (chunk: Buffer) => chunks.push(chunk));
-    child.stderr?.on("data", (chunk: Buffer) => chunks.push(chunk));
-    const [status] = (await once(child, "close")) as [number | null];
     const lines = existsSync(summaryFile) ? parseSummaryLines(readFileSync(summaryFile, "utf8")) : [];
-    return { lines, exitStatus: status, report: Buffer.concat(chunks).toString("utf8") };
+    return { lines, exitStatus: result.status };
   } finally {
     rmSync(summaryDir, { recursive: true, force: true });
   }
 }
 
-const plan = planRun(files, needsOfFile);
-let { pool, trafficLane } = plan;
-const needsRealNode = [...pool, ...trafficLane].some((f) => needsOfFile(f).includes("real-node"));
+// Files that start real nodes of their own run after the others, once the run's real node has
+// stopped: one machine hosts one real node at a time.
+const ownNodeFiles = files.filter((f) => needsOfFile(f).includes("own-real-node"));
+let mainFiles = files.filter((f) => !ownNodeFiles.includes(f));
+const needsRealNode = mainFiles.some((f) => needsOfFile(f).includes("real-node"));
 
 const env: NodeJS.ProcessEnv = { ...process.env };
 env[runnerMarker] = "1";
@@ -316,10 +302,9 @@ try {
     if (!started) continue;
     if ("error" in started) {
       console.error(`# ${started.error}`);
-      const blocked = [...pool, ...trafficLane].filter((f) => needsOfFile(f).includes("real-node"));
+      const blocked = mainFiles.filter((f) => needsOfFile(f).includes("real-node"));
       notRunFiles.push(...blocked.map((f) => ({ file: relative(root, f), reason: started.error })));
-      pool = pool.filter((f) => !blocked.includes(f));
-      trafficLane = trafficLane.filter((f) => !blocked.includes(f));
+      mainFiles = mainFiles.filter((f) => !blocked.includes(f));
       files = files.filter((f) => !blocked.includes(f));
       continue;
     }
@@ -330,36 +315,27 @@ try {
 
   const skippedNote = skippedFiles.length > 0 ? `, ${skippedFiles.length} SKIPPED` : "";
   const with_ = [needsCluster ? "a real control plane" : "", realNode ? "a real node" : ""].filter(Boolean);
-  const poolPhase = [
-    ...pool,
+  const mainPhase = [
+    ...mainFiles,
     ...(skippedFiles.length > 0 ? [join(root, "test", "harness", "skipped.ts")] : []),
   ];
-  const lane =
-    trafficLane.length > 0
-      ? ` (${trafficLane.length} of them with live traffic, one at a time beside the others)`
-      : "";
   // `node --test` without files runs every test file it finds: an empty phase is no phase.
-  if (poolPhase.length + trafficLane.length > 0) {
+  if (mainPhase.length > 0) {
     console.log(
-      `\n# running ${pool.length + trafficLane.length} test files${lane}${skippedNote}${with_.length ? ` (with ${with_.join(" and ")})` : ""}`,
+      `\n# running ${mainFiles.length} test files${skippedNote}${with_.length ? ` (with ${with_.join(" and ")})` : ""}`,
     );
-    const [pooled, laned] = await Promise.all([
-      poolPhase.length > 0 ? runNodeTest(poolPhase, env, 3) : undefined,
-      trafficLane.length > 0 ? runNodeTest(trafficLane, env, 1, true) : undefined,
-    ]);
-    if (laned) console.log(`\n# the live-traffic files, which ran beside the files above:\n${laned.report}`);
-    phases.push(...[pooled, laned].filter((p) => p !== undefined));
+    phases.push(runNodeTest(mainPhase, env, 3));
   }
   if (realNode) {
     await realNode.stop?.();
     clusters.splice(clusters.indexOf(realNode), 1);
     delete env[realNodeDirEnv];
   }
-  if (plan.ownNodePhase.length > 0) {
+  if (ownNodeFiles.length > 0) {
     console.log(
-      `\n# running ${plan.ownNodePhase.length} test file(s) that start real nodes of their own, one at a time`,
+      `\n# running ${ownNodeFiles.length} test file(s) that start real nodes of their own, one at a time`,
     );
-    phases.push(await runNodeTest(plan.ownNodePhase, env, 1));
+    phases.push(runNodeTest(ownNodeFiles, env, 1));
   }
 } finally {
   for (const cluster of clusters.reverse()) await cluster.stop?.();

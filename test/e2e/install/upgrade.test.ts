@@ -1,4 +1,4 @@
-// test-needs: own-real-node, images, helm, live-traffic
+// test-needs: own-real-node, images, helm
 /**
  * Upgrading the operator while a model serves, and rolling the upgrade back: a Helm release of
  * the operator (two replicas, pods of the project image on the real node) goes from version A

@@ -1,4 +1,4 @@
-// test-needs: real-node, images, live-traffic
+// test-needs: real-node, images
 /**
  * A canary with steps and a timed pause under live traffic on real pods, through SIGKILLs of the
  * operator (what canary.test.ts proves on kwok, with MLServer answering). The operator runs as

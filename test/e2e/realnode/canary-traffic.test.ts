@@ -1,4 +1,4 @@
-// test-needs: real-node, images, live-traffic
+// test-needs: real-node, images
 /**
  * Canaries under live traffic on real pods (issue 17's proof with real traffic). The sample
  * scikit-learn model, v1 and v2 trained to answer the same rows differently, served by MLServer

@@ -1,4 +1,4 @@
-// test-needs: own-real-node, images, live-traffic
+// test-needs: own-real-node, images
 /**
  * The data plane does not need the control plane: the sample model on 2 MLServer replicas
  * serves 25 requests a second through its Service (a new connection each, balanced by

@@ -15,7 +15,6 @@ import {
   pauseOnSchedule,
   pauseScheduleRequested,
 } from "../../harness/kube-proxy-pause.ts";
-import { requireDeclared } from "../../harness/prerequisites/needs.ts";
 import type { RealNodeCluster } from "../../harness/realnode.ts";
 import type { Traffic, TrafficReport } from "../../harness/traffic.ts";
 
@@ -33,16 +32,13 @@ export const liveTrafficSuiteTimeoutMs = 40 * 60_000;
 export const liveTrafficHook = { timeout: liveTrafficSuiteTimeoutMs };
 
 /**
- * One file at a time sends live traffic to the run's real node: a file that starts MLServer pods
- * and asserts zero failed requests cannot share the 2-core machine with another such file (with
- * canary-traffic.test.ts beside it, rollout.test.ts's single v2 replica fell behind its 25
- * requests/s and 1,497 of 3,882 requests timed out; each file alone: none). npm test runs the
- * files that declare `live-traffic` in a lane of their own, one at a time; the lock keeps the
- * rule where two runs share one real-node cluster (MLMODEL_TEST_REAL_NODE_DIR). Take it before
- * deploying the models, release it after removing them.
+ * One file at a time sends live traffic to the run's real node. npm test runs three files at
+ * once, and a file that starts MLServer pods and asserts zero failed requests cannot share the
+ * 2-core machine with another such file: with canary-traffic.test.ts beside it, rollout.test.ts's
+ * single v2 replica fell behind its 25 requests/s and 1,497 of 3,882 requests timed out (each
+ * file alone: none). Take it before deploying the models, release it after removing them.
  */
 export function holdNodeForTraffic(cluster: RealNodeCluster, holder: string): Promise<() => Promise<void>> {
-  requireDeclared("live-traffic");
   return holdLock(join(cluster.dir, "live-traffic.lock"), holder, {
     timeoutMs: liveTrafficSuiteTimeoutMs / 2,
     onWait: (owner) =>

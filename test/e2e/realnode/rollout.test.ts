@@ -1,4 +1,4 @@
-// test-needs: real-node, images, live-traffic
+// test-needs: real-node, images
 /**
  * A model update under live inference traffic, on real pods: v1 -> v2 while requests keep coming
  * (25 a second, each on a connection of its own through the Service's ClusterIP), with zero

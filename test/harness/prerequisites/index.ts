@@ -6,7 +6,7 @@
  */
 import type { Prerequisite } from "./engine.ts";
 import { prometheus } from "./monitoring.ts";
-import { images, liveTraffic, ownRealNode, realNode } from "./real-node.ts";
+import { images, ownRealNode, realNode } from "./real-node.ts";
 import { azurite, fakeGcs, moto } from "./test-servers.ts";
 import { cluster, curl, helm, openssl } from "./tools.ts";
 
@@ -20,7 +20,6 @@ export const registry: readonly Prerequisite[] = [
   fakeGcs,
   realNode,
   ownRealNode,
-  liveTraffic,
   images,
   prometheus,
 ];

@@ -7,9 +7,6 @@
  *   - own-real-node: the same installs, for a file that starts real nodes of its own (the
  *     machine-snapshot tests): the runner runs such files after the others, once the run's
  *     real-node cluster has stopped, since one machine hosts one real node at a time.
- *   - live-traffic: the same installs, for a file that sends live traffic to a real node and
- *     asserts zero failed requests: such files take the node one at a time, so the runner runs
- *     them in a lane of their own beside the other files (run-plan.ts).
  *   - images: the project's and MLServer's images, built without a registry (docs/images.md),
  *     so that the cold build (15-25 minutes on 2 cores) happens here, with progress, and not
  *     inside a test's timeout. The run's real node imports them.
@@ -72,16 +69,6 @@ export const realNode: Prerequisite = {
 export const ownRealNode: Prerequisite = {
   name: "own-real-node",
   summary: "nothing more than real-node: the file starts real nodes of its own, after the other files",
-  requires: ["real-node"],
-  check: async () => ({ state: "ready" }),
-  install: async () => {},
-  byHand: "see real-node",
-};
-
-export const liveTraffic: Prerequisite = {
-  name: "live-traffic",
-  summary:
-    "nothing more than real-node: the file sends live traffic to a real node, one such file at a time, beside the other files",
   requires: ["real-node"],
   check: async () => ({ state: "ready" }),
   install: async () => {},
