@@ -37,7 +37,7 @@ import {
   trainSampleModel,
 } from "../../../src/images/sample-model.ts";
 import { leaseName } from "../../../src/operator/run.ts";
-import { type KubeClient, kubeLeaseClient, LeaderElector } from "../../../src/runtime/index.ts";
+import { builtinKinds, type KubeClient, kubeLeaseClient, LeaderElector } from "../../../src/runtime/index.ts";
 import { createNamespace, kubeConfig, type TestNamespace, waitFor } from "../../harness/cluster.ts";
 import { startOwnRealNodes, stopOwnRealNodes } from "../../harness/realnode.ts";
 import { scratchDir } from "../../harness/scratch.ts";
@@ -311,8 +311,18 @@ describe("the operator's leader on a node that stops or is partitioned", {
       const floor = timings.retryPeriodMs * (fault === "partition" ? 3 / 4 : 1 / 8);
       const lateness = Math.max(period - timings.retryPeriodMs, floor);
       const bound = timings.leaseDurationMs + period + lateness + landed;
+      // The new leader's own account of its takeover: when it first saw the record it waited
+      // out, and how late its timer woke for the winning attempt.
+      const won = await becameLeader(admin, operatorNs.name, newLeader);
+      assert.equal(won.from, oldIdentity, "the new leader took the Lease from the old one");
+      assert.equal(Date.parse(won.attemptAt), acquiredAt, "its account is of the acquireTime written");
+      assert.ok(
+        acquiredAt >= Date.parse(won.expiredAt),
+        `the new leader took the Lease only once its lease had run out as observed (${won.attemptAt} < ${won.expiredAt})`,
+      );
+      const seen = Date.parse(won.observedAt) - lastOldRenewal;
       figures.push(
-        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms; the elector's widest period ${period} ms, lateness allowed ${lateness} ms, the last renewal landed ${landed} ms after its stamp: bound ${bound} ms; this process's slowest Lease read ${slowestRead} ms); the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
+        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms; the elector's widest period ${period} ms, lateness allowed ${lateness} ms, the last renewal landed ${landed} ms after its stamp: bound ${bound} ms; this process's slowest Lease read ${slowestRead} ms); the new leader saw that renewal ${seen} ms after it landed, took the Lease ${acquiredAt - Date.parse(won.expiredAt)} ms after it ran out, its timer ${won.wakeLateMs} ms late; the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
       );
       console.log(`# ${figures.at(-1)}`);
       assert.ok(
@@ -322,3 +332,30 @@ describe("the operator's leader on a node that stops or is partitioned", {
     });
   }
 });
+
+interface BecameLeader {
+  from: string;
+  attemptAt: string;
+  observedAt: string;
+  expiredAt: string;
+  wakeLateMs: number;
+}
+
+/** The "became leader" line of an operator pod's log (JSON in a cluster): how it took the Lease. */
+async function becameLeader(admin: KubeClient, namespace: string, pod: string): Promise<BecameLeader> {
+  const text = await admin.getText(
+    builtinKinds.Pod,
+    { namespace, name: pod },
+    { subresource: "log", query: { container: "manager" } },
+  );
+  const line = (text ?? "")
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as { msg?: string } & Partial<BecameLeader>)
+    .findLast((entry) => entry.msg === "became leader");
+  assert.ok(
+    line?.observedAt && line.expiredAt,
+    `${pod}'s log says how it took the Lease: ${JSON.stringify(line)}`,
+  );
+  return line as BecameLeader;
+}
