@@ -243,16 +243,13 @@ export class LeaderElector {
       );
       if (signal.aborted) return false;
       this.#observe(updated, now);
-      if (holder !== this.identity)
-        this.#acquisition =
+      if (holder !== this.identity) {
+        const waited =
           waitedOut === undefined
-            ? { from: holder, attemptAt: now }
-            : {
-                from: holder,
-                attemptAt: now,
-                observedAt: waitedOut,
-                expiredAt: waitedOut + this.#leaseDurationOf(spec),
-              };
+            ? {}
+            : { observedAt: waitedOut, expiredAt: waitedOut + this.#leaseDurationOf(spec) };
+        this.#acquisition = { from: holder, attemptAt: now, ...waited };
+      }
       return true;
     } catch (err) {
       if (!signal.aborted && !(err instanceof ApiError && err.code === 409)) cb.onError?.(err);
