@@ -262,11 +262,15 @@ describe("the operator's leader on a node that stops or is partitioned", {
       );
       const acquirers = new Set(leaseWrites.map(podOf).filter((pod) => pod !== oldLeader));
       assert.deepEqual([...acquirers], [newLeader], "exactly one pod took and kept the Lease");
-      const lastOldRenewal = Math.max(
-        ...mine
-          .filter((e) => podOf(e) === oldLeader && e.objectRef?.resource === "leases" && succeeded(e))
-          .map(at),
+      const oldRenewals = mine.filter(
+        (e) => podOf(e) === oldLeader && e.objectRef?.resource === "leases" && succeeded(e),
       );
+      const lastOldRenewal = Math.max(...oldRenewals.map(at));
+      // How long the API server took to answer that renewal (a figure).
+      const lastOldEvent = oldRenewals.find((e) => at(e) === lastOldRenewal);
+      const answeredIn = lastOldEvent?.stageTimestamp
+        ? Date.parse(lastOldEvent.stageTimestamp) - lastOldRenewal
+        : Number.NaN;
       const late = mine.filter(
         (e) => podOf(e) === oldLeader && at(e) > lastOldRenewal + timings.renewDeadlineMs,
       );
@@ -313,7 +317,7 @@ describe("the operator's leader on a node that stops or is partitioned", {
       const bound = timings.leaseDurationMs + period + lateness + landed;
       // The new leader's own account of its takeover: when it first saw the record it waited
       // out, and how late its timer woke for the winning attempt.
-      const won = await becameLeader(admin, operatorNs.name, newLeader);
+      const won = await becameLeader(admin, operatorNs.name, newLeader, lastRenew);
       assert.equal(won.from, oldIdentity, "the new leader took the Lease from the old one");
       assert.equal(Date.parse(won.attemptAt), acquiredAt, "its account is of the acquireTime written");
       assert.ok(
@@ -322,7 +326,7 @@ describe("the operator's leader on a node that stops or is partitioned", {
       );
       const seen = Date.parse(won.observedAt) - lastOldRenewal;
       figures.push(
-        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms; the elector's widest period ${period} ms, lateness allowed ${lateness} ms, the last renewal landed ${landed} ms after its stamp: bound ${bound} ms; this process's slowest Lease read ${slowestRead} ms); the new leader saw that renewal ${seen} ms after it landed, took the Lease ${acquiredAt - Date.parse(won.expiredAt)} ms after it ran out, its timer ${won.wakeLateMs} ms late; the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
+        `${fault} of ${victim}: ${oldLeader} -> ${newLeader}: new leader ${acquiredAt - faultAt} ms after the fault, ${acquiredAt - lastRenew} ms after the last renewal (lease ${timings.leaseDurationMs}, renew deadline ${timings.renewDeadlineMs}, retry ${timings.retryPeriodMs} ms; the elector's widest period ${period} ms, lateness allowed ${lateness} ms, the last renewal landed ${landed} ms after its stamp: bound ${bound} ms; this process's slowest Lease read ${slowestRead} ms); the API server answered that renewal in ${answeredIn} ms; the new leader saw it ${seen} ms after it landed (its Lease requests that failed meanwhile: ${won.failures.length ? won.failures.join("; ") : "none"}), took the Lease ${acquiredAt - Date.parse(won.expiredAt)} ms after it ran out, its timer ${won.wakeLateMs} ms late; the edit served ${(servedIn / 1000).toFixed(1)} s after the handover`,
       );
       console.log(`# ${figures.at(-1)}`);
       assert.ok(
@@ -339,23 +343,42 @@ interface BecameLeader {
   observedAt: string;
   expiredAt: string;
   wakeLateMs: number;
+  /** Its "leader election request failed" lines since `since`: when, and why. */
+  failures: string[];
 }
 
-/** The "became leader" line of an operator pod's log (JSON in a cluster): how it took the Lease. */
-async function becameLeader(admin: KubeClient, namespace: string, pod: string): Promise<BecameLeader> {
+interface LogEntry extends Partial<Omit<BecameLeader, "failures">> {
+  msg?: string;
+  time?: number;
+  err?: { message?: string };
+}
+
+/**
+ * The "became leader" line of an operator pod's log (JSON in a cluster): how it took the Lease,
+ * with the Lease requests it saw fail since `since` (ms).
+ */
+async function becameLeader(
+  admin: KubeClient,
+  namespace: string,
+  pod: string,
+  since: number,
+): Promise<BecameLeader> {
   const text = await admin.getText(
     builtinKinds.Pod,
     { namespace, name: pod },
     { subresource: "log", query: { container: "manager" } },
   );
-  const line = (text ?? "")
+  const entries = (text ?? "")
     .split("\n")
     .filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l) as { msg?: string } & Partial<BecameLeader>)
-    .findLast((entry) => entry.msg === "became leader");
+    .map((l) => JSON.parse(l) as LogEntry);
+  const line = entries.findLast((entry) => entry.msg === "became leader");
   assert.ok(
     line?.observedAt && line.expiredAt,
     `${pod}'s log says how it took the Lease: ${JSON.stringify(line)}`,
   );
-  return line as BecameLeader;
+  const failures = entries
+    .filter((e) => e.msg === "leader election request failed" && (e.time ?? 0) >= since)
+    .map((e) => `${e.time! - since} ms after the last renewal's stamp: ${e.err?.message ?? "?"}`);
+  return { ...(line as Omit<BecameLeader, "failures">), failures };
 }

@@ -74,6 +74,8 @@ export interface AuditEvent {
   objectRef?: { resource?: string; namespace?: string; name?: string; subresource?: string };
   responseStatus?: { code?: number };
   requestReceivedTimestamp: string;
+  /** When the event's stage (ResponseComplete for a finished request) was reached. */
+  stageTimestamp?: string;
 }
 
 /** The API server's audit log (writes only, see src/cluster/cluster.ts's policy). */
