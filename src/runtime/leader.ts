@@ -77,7 +77,10 @@ export interface LeaderElectionOptions {
  * show why a takeover took as long as it did.
  */
 export interface Acquisition {
-  /** The holder the lease was taken from; "" when it was free, released or not yet created. */
+  /**
+   * The holder the lease was taken from: "" when it was free, released or not yet created; this
+   * process's own identity when the lease was already its own.
+   */
   from: string;
   /** When the winning attempt started: its `acquireTime`. */
   attemptAt: number;
@@ -88,6 +91,9 @@ export interface Acquisition {
   /** How much later than planned the wait before the winning attempt ended (the timer's lateness). */
   wakeLateMs: number;
 }
+
+/** What an attempt that holds the lease afterwards knows of how it came to hold it. */
+type Won = Omit<Acquisition, "wakeLateMs">;
 
 export interface LeaderCallbacks {
   /** Called once leadership is won; `signal` aborts when it is lost or the run is cancelled. */
@@ -111,7 +117,6 @@ export class LeaderElector {
   readonly #leases: LeaseClient;
   readonly #clock: Clock;
   #observed: { record: string; at: number; lease: Lease } | undefined;
-  #acquisition: Omit<Acquisition, "wakeLateMs"> | undefined;
   #isLeader = false;
 
   constructor(leases: LeaseClient, opts: LeaderElectionOptions, clock: Clock = realClock) {
@@ -145,20 +150,20 @@ export class LeaderElector {
    */
   async run(signal: AbortSignal, cb: LeaderCallbacks): Promise<"lost" | "cancelled"> {
     // Acquire.
-    this.#acquisition = undefined;
+    let won: Won | undefined;
     let wakeLateMs = 0;
     while (!signal.aborted) {
-      if (await this.#attempt(cb, this.renewDeadlineMs)) break;
+      won = await this.#attempt(cb, this.renewDeadlineMs);
+      if (won) break;
       const planned = this.#untilNextAttempt();
       const sleptAt = this.#clock.now();
       if (!(await this.#wait(planned, signal))) return "cancelled";
       wakeLateMs = this.#clock.now() - sleptAt - planned;
     }
-    if (signal.aborted) return "cancelled";
+    if (signal.aborted || !won) return "cancelled";
     this.#isLeader = true;
     const leading = new AbortController();
-    const acquisition = this.#acquisition ?? { from: "", attemptAt: this.#clock.now() };
-    cb.onStartedLeading(leading.signal, { ...acquisition, wakeLateMs });
+    cb.onStartedLeading(leading.signal, { ...won, wakeLateMs });
     // Renew.
     let lastRenew = this.#clock.now();
     let outcome: "lost" | "cancelled" = "cancelled";
@@ -185,8 +190,8 @@ export class LeaderElector {
   }
 
   /** One acquire-or-renew attempt bounded by `budgetMs`; a timeout counts as "not held". */
-  #attempt(cb: LeaderCallbacks, budgetMs: number): Promise<boolean> {
-    return this.#bounded(cb, budgetMs, false, (signal) => this.#tryAcquireOrRenew(cb, signal));
+  #attempt(cb: LeaderCallbacks, budgetMs: number): Promise<Won | undefined> {
+    return this.#bounded(cb, budgetMs, undefined, (signal) => this.#tryAcquireOrRenew(cb, signal));
   }
 
   /**
@@ -216,24 +221,23 @@ export class LeaderElector {
     }
   }
 
-  /** One attempt: true if we hold the lease afterwards. Errors count as "not held". */
-  async #tryAcquireOrRenew(cb: LeaderCallbacks, signal: AbortSignal): Promise<boolean> {
+  /** One attempt: how we hold the lease afterwards, or undefined. Errors count as "not held". */
+  async #tryAcquireOrRenew(cb: LeaderCallbacks, signal: AbortSignal): Promise<Won | undefined> {
     const now = this.#clock.now();
     try {
       const current = await this.#leases.get(signal);
-      if (signal.aborted) return false;
+      if (signal.aborted) return undefined;
       if (!current) {
         const created = await this.#leases.create(this.#leaseObject(undefined, now, 0), signal);
         this.#observe(created, now);
-        this.#acquisition = { from: "", attemptAt: now };
-        return true;
+        return { from: "", attemptAt: now };
       }
       this.#observe(current, now, cb);
       const spec = current.spec ?? {};
       const holder = spec.holderIdentity ?? "";
       const heldByOther = holder !== "" && holder !== this.identity;
       if (heldByOther && this.#observed && this.#observed.at + this.#leaseDurationOf(spec) > now)
-        return false;
+        return undefined;
       const transitions = (spec.leaseTransitions ?? 0) + (holder === this.identity ? 0 : 1);
       const acquire = holder === this.identity ? (spec.acquireTime ?? microTime(now)) : microTime(now);
       const waitedOut = heldByOther && this.#observed ? this.#observed.at : undefined;
@@ -241,19 +245,18 @@ export class LeaderElector {
         this.#leaseObject(current, now, transitions, acquire),
         signal,
       );
-      if (signal.aborted) return false;
+      if (signal.aborted) return undefined;
       this.#observe(updated, now);
-      if (holder !== this.identity) {
-        const waited =
-          waitedOut === undefined
-            ? {}
-            : { observedAt: waitedOut, expiredAt: waitedOut + this.#leaseDurationOf(spec) };
-        this.#acquisition = { from: holder, attemptAt: now, ...waited };
-      }
-      return true;
+      if (waitedOut === undefined) return { from: holder, attemptAt: now };
+      return {
+        from: holder,
+        attemptAt: now,
+        observedAt: waitedOut,
+        expiredAt: waitedOut + this.#leaseDurationOf(spec),
+      };
     } catch (err) {
       if (!signal.aborted && !(err instanceof ApiError && err.code === 409)) cb.onError?.(err);
-      return false;
+      return undefined;
     }
   }
 
