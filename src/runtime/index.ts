@@ -78,6 +78,7 @@ export {
 } from "./kubeconfig.ts";
 export type {
   Acquisition,
+  AttemptAccount,
   LeaderCallbacks,
   LeaderElectionOptions,
   Lease,

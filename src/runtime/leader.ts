@@ -90,10 +90,41 @@ export interface Acquisition {
   expiredAt?: number;
   /** How much later than planned the wait before the winning attempt ended (the timer's lateness). */
   wakeLateMs: number;
+  /**
+   * The last attempts of the campaign, oldest first, ending with the winning one: where the
+   * time between seeing the holder's last renewal and taking over went.
+   */
+  attempts: AttemptAccount[];
 }
 
+/** One attempt of a campaign for the lease. */
+export interface AttemptAccount {
+  /** When it started (ms since the epoch on this process's clock). */
+  at: number;
+  /** How much later than planned the wait before it ended. */
+  wakeLateMs: number;
+  /** How long the Lease read took; absent when it failed or timed out before answering. */
+  readMs?: number;
+  /**
+   * What it found: another holder's record as the attempt before saw it (`held`) or not (`new
+   * record`: a renewal, or the campaign's first read), the lease `won`, a write that lost a
+   * race (`conflict`), a request error (`failed`), no answer within the budget (`timed out`).
+   */
+  outcome: "held" | "new record" | "won" | "conflict" | "failed" | "timed out";
+}
+
+/** How many of a campaign's attempts an acquisition reports: a lease duration's worth, and more. */
+const attemptsReported = 12;
+
 /** What an attempt that holds the lease afterwards knows of how it came to hold it. */
-type Won = Omit<Acquisition, "wakeLateMs">;
+type Won = Omit<Acquisition, "wakeLateMs" | "attempts">;
+
+/** One attempt's result: how the lease is held afterwards (when it is), and what the attempt saw. */
+interface AttemptResult {
+  won?: Won;
+  readMs?: number;
+  outcome: AttemptAccount["outcome"];
+}
 
 export interface LeaderCallbacks {
   /** Called once leadership is won; `signal` aborts when it is lost or the run is cancelled. */
@@ -152,8 +183,14 @@ export class LeaderElector {
     // Acquire.
     let won: Won | undefined;
     let wakeLateMs = 0;
+    const attempts: AttemptAccount[] = [];
     while (!signal.aborted) {
-      won = await this.#attempt(cb, this.renewDeadlineMs);
+      const at = this.#clock.now();
+      const result = await this.#attempt(cb, this.renewDeadlineMs, at);
+      const { won: wonNow, ...seen } = result;
+      attempts.push({ at, wakeLateMs, ...seen });
+      if (attempts.length > attemptsReported) attempts.shift();
+      won = wonNow;
       if (won) break;
       const planned = this.#untilNextAttempt();
       const sleptAt = this.#clock.now();
@@ -163,7 +200,7 @@ export class LeaderElector {
     if (signal.aborted || !won) return "cancelled";
     this.#isLeader = true;
     const leading = new AbortController();
-    cb.onStartedLeading(leading.signal, { ...won, wakeLateMs });
+    cb.onStartedLeading(leading.signal, { ...won, wakeLateMs, attempts });
     // Renew.
     let lastRenew = this.#clock.now();
     let outcome: "lost" | "cancelled" = "cancelled";
@@ -171,7 +208,7 @@ export class LeaderElector {
       if (!(await this.#wait(this.retryPeriodMs, signal))) break;
       const started = this.#clock.now();
       const left = lastRenew + this.renewDeadlineMs - started;
-      if (left > 0 && (await this.#attempt(cb, left))) {
+      if (left > 0 && (await this.#attempt(cb, left, started)).won) {
         // From when the renewal was sent: the lease may have been written at any moment since.
         lastRenew = started;
         continue;
@@ -189,9 +226,14 @@ export class LeaderElector {
     return outcome;
   }
 
-  /** One acquire-or-renew attempt bounded by `budgetMs`; a timeout counts as "not held". */
-  #attempt(cb: LeaderCallbacks, budgetMs: number): Promise<Won | undefined> {
-    return this.#bounded(cb, budgetMs, undefined, (signal) => this.#tryAcquireOrRenew(cb, signal));
+  /**
+   * One acquire-or-renew attempt started at `now`, bounded by `budgetMs`; a timeout counts as
+   * "not held".
+   */
+  #attempt(cb: LeaderCallbacks, budgetMs: number, now: number): Promise<AttemptResult> {
+    return this.#bounded(cb, budgetMs, { outcome: "timed out" }, (signal) =>
+      this.#tryAcquireOrRenew(cb, signal, now),
+    );
   }
 
   /**
@@ -221,23 +263,24 @@ export class LeaderElector {
     }
   }
 
-  /** One attempt: how we hold the lease afterwards, or undefined. Errors count as "not held". */
-  async #tryAcquireOrRenew(cb: LeaderCallbacks, signal: AbortSignal): Promise<Won | undefined> {
-    const now = this.#clock.now();
+  /** One attempt: how we hold the lease afterwards, if we do. Errors count as "not held". */
+  async #tryAcquireOrRenew(cb: LeaderCallbacks, signal: AbortSignal, now: number): Promise<AttemptResult> {
+    let readMs: number | undefined;
     try {
       const current = await this.#leases.get(signal);
-      if (signal.aborted) return undefined;
+      if (signal.aborted) return { outcome: "timed out" };
+      readMs = this.#clock.now() - now;
       if (!current) {
         const created = await this.#leases.create(this.#leaseObject(undefined, now, 0), signal);
         this.#observe(created, now);
-        return { from: "", attemptAt: now };
+        return { won: { from: "", attemptAt: now }, readMs, outcome: "won" };
       }
       this.#observe(current, now, cb);
       const spec = current.spec ?? {};
       const holder = spec.holderIdentity ?? "";
       const heldByOther = holder !== "" && holder !== this.identity;
       if (heldByOther && this.#observed && this.#observed.at + this.#leaseDurationOf(spec) > now)
-        return undefined;
+        return { readMs, outcome: this.#observed.at === now ? "new record" : "held" };
       const transitions = (spec.leaseTransitions ?? 0) + (holder === this.identity ? 0 : 1);
       const acquire = holder === this.identity ? (spec.acquireTime ?? microTime(now)) : microTime(now);
       const waitedOut = heldByOther && this.#observed ? this.#observed.at : undefined;
@@ -245,18 +288,23 @@ export class LeaderElector {
         this.#leaseObject(current, now, transitions, acquire),
         signal,
       );
-      if (signal.aborted) return undefined;
+      if (signal.aborted) return { readMs, outcome: "timed out" };
       this.#observe(updated, now);
-      if (waitedOut === undefined) return { from: holder, attemptAt: now };
-      return {
-        from: holder,
-        attemptAt: now,
-        observedAt: waitedOut,
-        expiredAt: waitedOut + this.#leaseDurationOf(spec),
-      };
+      const won: Won =
+        waitedOut === undefined
+          ? { from: holder, attemptAt: now }
+          : {
+              from: holder,
+              attemptAt: now,
+              observedAt: waitedOut,
+              expiredAt: waitedOut + this.#leaseDurationOf(spec),
+            };
+      return { won, readMs, outcome: "won" };
     } catch (err) {
-      if (!signal.aborted && !(err instanceof ApiError && err.code === 409)) cb.onError?.(err);
-      return undefined;
+      const conflict = err instanceof ApiError && err.code === 409;
+      if (!signal.aborted && !conflict) cb.onError?.(err);
+      const outcome = signal.aborted ? "timed out" : conflict ? "conflict" : "failed";
+      return readMs === undefined ? { outcome } : { readMs, outcome };
     }
   }
 

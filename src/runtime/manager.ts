@@ -522,11 +522,12 @@ export function shutdownSignal(): AbortSignal {
 }
 
 /** An acquisition as log fields, its instants in ISO form to line up with the Lease's and the audit log's. */
-function acquisitionTimes(a: Acquisition): Record<string, string | number> {
-  const fields: Record<string, string | number> = {
+function acquisitionTimes(a: Acquisition): Record<string, unknown> {
+  const fields: Record<string, unknown> = {
     from: a.from,
     attemptAt: new Date(a.attemptAt).toISOString(),
     wakeLateMs: a.wakeLateMs,
+    attempts: a.attempts.map((attempt) => ({ ...attempt, at: new Date(attempt.at).toISOString() })),
   };
   if (a.observedAt !== undefined) fields.observedAt = new Date(a.observedAt).toISOString();
   if (a.expiredAt !== undefined) fields.expiredAt = new Date(a.expiredAt).toISOString();

@@ -161,7 +161,16 @@ describe("LeaderElector", () => {
   it("says how it won: the record it waited out, when that expired, and how late its timer woke", async () => {
     const { clock, cell, a, b } = await pair(0);
     await run(clock, 10_000);
-    assert.deepEqual(a.state.acquisition, { from: "", attemptAt: 0, wakeLateMs: 0 }, "a created the lease");
+    assert.deepEqual(
+      a.state.acquisition,
+      {
+        from: "",
+        attemptAt: 0,
+        wakeLateMs: 0,
+        attempts: [{ at: 0, wakeLateMs: 0, readMs: 0, outcome: "won" }],
+      },
+      "a created the lease",
+    );
     const lastRenewal = cell.writes.filter((w) => w.who === "a").at(-1)!.at;
     cell.cut.add("a");
     await run(clock, 60_000, () => b.state.leading);
@@ -179,6 +188,51 @@ describe("LeaderElector", () => {
     );
     assert.ok(wakeLateMs >= 0 && wakeLateMs < 100, `woke ${wakeLateMs} ms late`);
     assert.equal(cell.lease?.spec?.acquireTime, microTime(attemptAt), "attemptAt is the acquireTime written");
+    // Its account of the campaign: the attempt that saw the last renewal, those that waited it
+    // out, the winning one; each a retry period after the one before, but the last.
+    const { attempts } = b.state.acquisition!;
+    assert.equal(attempts.length, 12, "the last twelve attempts");
+    assert.deepEqual(attempts.at(-1), { at: attemptAt, wakeLateMs, readMs: 0, outcome: "won" });
+    const sawIt = attempts.findIndex((attempt) => attempt.at === observedAt);
+    assert.equal(attempts[sawIt]?.outcome, "new record", "the attempt that saw the last renewal");
+    assert.deepEqual(
+      attempts.slice(sawIt + 1, -1).map((attempt) => attempt.outcome),
+      Array(attempts.length - sawIt - 2).fill("held"),
+      "the attempts that waited it out saw it unchanged",
+    );
+    assert.deepEqual(
+      attempts.slice(0, sawIt).map((attempt) => attempt.outcome),
+      Array(sawIt).fill("new record"),
+      "before, each saw a renewal",
+    );
+    for (const [i, attempt] of attempts.slice(1, -1).entries())
+      assert.equal(
+        attempt.at - attempts[i]!.at,
+        RETRY + attempt.wakeLateMs,
+        `attempt ${i + 1} a period after`,
+      );
+    b.cancel();
+    a.cancel();
+    await Promise.all([a.done, b.done]);
+  });
+
+  it("counts a failed read and a read that never answers among its attempts", async () => {
+    const { clock, cell, a, b } = await pair(0);
+    await run(clock, 4_000);
+    cell.cut.add("b");
+    await run(clock, 3_000);
+    cell.cut.delete("b");
+    cell.hung.add("b");
+    await run(clock, 11_000);
+    cell.hung.delete("b");
+    cell.cut.add("a");
+    await run(clock, 60_000, () => b.state.leading);
+    const outcomes = b.state.acquisition!.attempts.map((attempt) => attempt.outcome);
+    assert.ok(outcomes.includes("failed") && outcomes.includes("timed out"), outcomes.join(", "));
+    for (const attempt of b.state.acquisition!.attempts.filter(
+      (x) => x.outcome !== "held" && x.outcome !== "new record" && x.outcome !== "won",
+    ))
+      assert.equal(attempt.readMs, undefined, `${attempt.outcome}: no read to time`);
     b.cancel();
     a.cancel();
     await Promise.all([a.done, b.done]);
