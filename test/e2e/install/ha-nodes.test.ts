@@ -370,16 +370,18 @@ describe("the operator's leader on a node that stops or is partitioned", {
   }
 });
 
+const managerStatus = (pod: V1Pod | undefined) =>
+  pod?.status?.containerStatuses?.find((c) => c.name === "manager");
+
 /** When the pod's manager container's running process started (ms), if it runs. */
 function managerStartedAt(pod: V1Pod): number | undefined {
-  const manager = pod.status?.containerStatuses?.find((c) => c.name === "manager");
-  const startedAt = manager?.state?.running?.startedAt;
+  const startedAt = managerStatus(pod)?.state?.running?.startedAt;
   return startedAt === undefined ? undefined : new Date(startedAt).getTime();
 }
 
 /** The pod's manager container's restarts, as times relative to `origin` (ms): for a failure's message. */
 function managerHistory(pod: V1Pod | undefined, origin: number): string {
-  const manager = pod?.status?.containerStatuses?.find((c) => c.name === "manager");
+  const manager = managerStatus(pod);
   if (!manager) return "no status";
   const rel = (t: Date | string | undefined) =>
     t === undefined ? "?" : `${new Date(t).getTime() - origin} ms`;
