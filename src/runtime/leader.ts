@@ -186,8 +186,7 @@ export class LeaderElector {
     const attempts: AttemptAccount[] = [];
     while (!signal.aborted) {
       const at = this.#clock.now();
-      const result = await this.#attempt(cb, this.renewDeadlineMs, at);
-      const { won: wonNow, ...seen } = result;
+      const { won: wonNow, ...seen } = await this.#attempt(cb, this.renewDeadlineMs, at);
       attempts.push({ at, wakeLateMs, ...seen });
       if (attempts.length > attemptsReported) attempts.shift();
       won = wonNow;
@@ -290,15 +289,11 @@ export class LeaderElector {
       );
       if (signal.aborted) return { readMs, outcome: "timed out" };
       this.#observe(updated, now);
-      const won: Won =
-        waitedOut === undefined
-          ? { from: holder, attemptAt: now }
-          : {
-              from: holder,
-              attemptAt: now,
-              observedAt: waitedOut,
-              expiredAt: waitedOut + this.#leaseDurationOf(spec),
-            };
+      const won: Won = { from: holder, attemptAt: now };
+      if (waitedOut !== undefined) {
+        won.observedAt = waitedOut;
+        won.expiredAt = waitedOut + this.#leaseDurationOf(spec);
+      }
       return { won, readMs, outcome: "won" };
     } catch (err) {
       const conflict = err instanceof ApiError && err.code === 409;
